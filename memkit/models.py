@@ -21,6 +21,8 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import OrderedDict
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,31 +122,48 @@ class MiniLMEmbeddings(Embeddings):
     Args:
         batch_size: sentences encoded per forward pass (batched encoding is about
             3x faster than one at a time on a 2-core CPU).
+        cache_size: how many recent texts keep their vectors in memory.
     """
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, cache_size: int = 50_000) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from sentence_transformers import SentenceTransformer
 
         self.path = minilm_path()
         self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self.model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         self._lock = threading.Lock()
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Encode ``texts`` to a ``(len(texts), 384)`` float32 array of unit vectors."""
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode ``texts`` to a ``(len(texts), 384)`` float32 array of unit vectors.
+
+        Vectors of recently seen texts are memoised (up to ``cache_size`` texts), so
+        a sweep that re-reads the same sentences for every k embeds each once; the
+        rest are encoded in one batched call.
+        """
+        texts = list(texts)
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         with self._lock:
-            out = self.model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.asarray(out, dtype=np.float32)
+            todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
+            if todo:
+                vecs = self.model.encode(
+                    todo,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                for t, v in zip(todo, np.asarray(vecs, dtype=np.float32), strict=True):
+                    self._memo[t] = v
+                    self._memo.move_to_end(t)
+                while len(self._memo) > self.cache_size:
+                    self._memo.popitem(last=False)
+            out = np.stack([self._memo[t] for t in texts])
+        return out.copy()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents: a list of 384-float unit vectors, one per text."""

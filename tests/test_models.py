@@ -103,3 +103,14 @@ def test_openai_client_talks_to_local_llamacpp_server(llama_server):
     llm = chat_model("openai:gemma", base_url=llama_server, max_tokens=16)
     out = llm.invoke("Say hello.")
     assert isinstance(out.content, str) and out.content.strip()
+
+
+def test_encode_memo_matches_fresh_encoding(embedder):
+    texts = ["I adopted a beagle named Max.", "My sister lives in Lisbon.", "I adopted a beagle named Max."]
+    first = embedder.encode(texts)
+    again = embedder.encode(texts[::-1])
+    fresh = embedder.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(first, fresh, atol=1e-5)
+    np.testing.assert_allclose(again, first[::-1], atol=1e-6)
+    first[0, :] = 0.0  # callers may mutate what they get without corrupting the memo
+    np.testing.assert_allclose(embedder.encode(texts[:1])[0], fresh[0], atol=1e-5)
