@@ -1,0 +1,359 @@
+"""The forget graph: deletion modes as conditional branches (DESIGN.md, Forget).
+
+The study (arXiv 2606.10062, Setup and Reported results: deletion) compares five
+deletion modes, a ladder where each rung adds one engineering decision:
+
+=========================  ======================================================
+mode                       steps (graph nodes, in order)
+=========================  ======================================================
+``none``                   -- (control)
+``raw_only``               ``delete_raw``: delete the raw chunks containing the
+                           secret (``find_containing`` on tier raw)
+``raw_plus_resummarize``   ``delete_raw``, ``resummarize``: regenerate each affected
+                           session's summaries from its remaining raw turns with the
+                           prior summary as context (rolling summarization), so a
+                           secret the prior summary holds can survive
+``full_purge``             ``delete_raw``, ``cascade`` (every chunk derived from a
+                           deleted raw chunk -- ``derived_from`` -- and every chunk
+                           still containing the secret), ``purge_caches``, ``compact``
+``tombstone_redaction``    ``redact`` (the secret replaced in place in every tier,
+                           re-embedded), ``tombstone`` (audit record: salted hash,
+                           never the secret), ``purge_caches``, ``compact``
+=========================  ======================================================
+
+:func:`build_forget_graph` compiles a LangGraph whose entry routes on ``mode`` with
+conditional edges and whose every node routes to the next step of its mode
+(:data:`LADDER` is the single source of both). :func:`forget` runs the same steps
+without graph overhead. Both return what changed (:class:`ForgetResult`).
+
+Matching is the store's normalized match (``find_containing(..., normalized=True)``:
+exact, or case-insensitive with spaces, hyphens and underscores ignored), the same
+match :meth:`~memkit.store.TieredMemoryStore.redact` and the residue scanner use.
+
+The graph state holds the secret: do not compile it with a checkpointer, or the
+checkpoint database becomes one more place the secret lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.memory import summarize_session
+from graphs.nodes import Summarizer, check_level, make_summarizer
+from memkit.store import TIERS, TieredMemoryStore
+
+__all__ = [
+    "DELETION_MODES",
+    "LADDER",
+    "ForgetResult",
+    "ForgetState",
+    "build_forget_graph",
+    "forget",
+    "forget_graph",
+]
+
+DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction")
+"""Deletion modes in ladder order (DESIGN.md vocabulary)."""
+
+LADDER: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "raw_only": ("delete_raw",),
+    "raw_plus_resummarize": ("delete_raw", "resummarize"),
+    "full_purge": ("delete_raw", "cascade", "purge_caches", "compact"),
+    "tombstone_redaction": ("redact", "tombstone", "purge_caches", "compact"),
+}
+"""The steps each deletion mode runs, in order."""
+
+
+def _tiers() -> dict[str, list[str]]:
+    return {t: [] for t in TIERS}
+
+
+@dataclass
+class ForgetResult:
+    """What a forget changed.
+
+    Attributes:
+        mode: the deletion mode.
+        namespace: the namespace forgotten in (``None``: every namespace).
+        steps: the steps run, in order (:data:`LADDER`).
+        deleted, redacted, created: chunk ids per tier (``{"raw": [...], "summary": [...]}``).
+        affected_sessions: session ids whose raw chunks held the secret.
+        cache_entries_purged: LLM-cache entries deleted (:meth:`memkit.cache.LLMCache.purge`).
+        bytes_before, bytes_after: store size on disk around compaction (bytes), else ``None``.
+        compaction_seconds: wall time of compaction, else ``None``.
+        tombstone: the audit record of ``tombstone_redaction``, else ``None``.
+    """
+
+    mode: str
+    namespace: str | None
+    steps: list[str] = field(default_factory=list)
+    deleted: dict[str, list[str]] = field(default_factory=_tiers)
+    redacted: dict[str, list[str]] = field(default_factory=_tiers)
+    created: dict[str, list[str]] = field(default_factory=_tiers)
+    affected_sessions: list[str] = field(default_factory=list)
+    cache_entries_purged: int = 0
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+    compaction_seconds: float | None = None
+    tombstone: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the fields."""
+        return asdict(self)
+
+
+class ForgetState(TypedDict, total=False):
+    """State of the forget graph. Input: ``secret``, ``mode``, ``namespace``, ``S``
+    (summary level for ``raw_plus_resummarize``; ``None`` -> read from the session's
+    summary chunks). Output: ``result`` (a :class:`ForgetResult`)."""
+
+    secret: str
+    mode: str
+    namespace: str | None
+    S: int | None
+    deleted_raw_ids: list[str]
+    redacted_ids: list[str]
+    result: ForgetResult
+
+
+# --------------------------------------------------------------------------- steps
+
+
+@dataclass
+class _Context:
+    store: TieredMemoryStore
+    summarizer: Summarizer
+    caches: Sequence[Any]
+
+
+def _by_tier(store: TieredMemoryStore, chunks: Sequence[Any], ids: Sequence[str]) -> dict[str, list[str]]:
+    tier_of = {c.id: c.tier for c in chunks}
+    out = _tiers()
+    for i in ids:
+        out.setdefault(tier_of.get(i, "raw"), []).append(i)
+    return out
+
+
+def _merge(into: dict[str, list[str]], more: dict[str, list[str]]) -> None:
+    for tier, ids in more.items():
+        into.setdefault(tier, []).extend(i for i in ids if i not in into.get(tier, []))
+
+
+def _delete_raw(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    hits = ctx.store.find_containing(
+        state["secret"], namespace=state.get("namespace"), tiers=["raw"], normalized=True
+    )
+    deleted = ctx.store.delete([c.id for c in hits])
+    _merge(result.deleted, _by_tier(ctx.store, hits, deleted))
+    result.affected_sessions = sorted({c.session_id for c in hits if c.id in set(deleted)})
+    return {"deleted_raw_ids": list(deleted)}
+
+
+def _resummarize(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    ns = state.get("namespace")
+    for session_id in result.affected_sessions:
+        prior = sorted(ctx.store.chunks(namespace=ns, tiers=["summary"], session_id=session_id),
+                       key=lambda c: (int(c.extra.get("index", 0)), c.id))
+        S = state.get("S")
+        if S is None:
+            levels = {int(c.extra["S"]) for c in prior if "S" in c.extra}
+            S = max(levels) if levels else 0
+        if check_level(S) == 0:
+            continue
+        raw = sorted(ctx.store.chunks(namespace=ns, tiers=["raw"], session_id=session_id),
+                     key=lambda c: c.turn_index)
+        anchor = (raw or prior)[0] if (raw or prior) else None
+        if anchor is None:
+            continue
+        removed = ctx.store.delete([c.id for c in prior])
+        _merge(result.deleted, {"summary": list(removed)})
+        new_ids = summarize_session(
+            ctx.store, raw, S, ctx.summarizer, namespace=anchor.namespace, session_id=session_id,
+            date=anchor.date, prior=[c.text for c in prior],
+        )
+        _merge(result.created, {"summary": list(new_ids)})
+    return {}
+
+
+def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    ns = state.get("namespace")
+    derived = ctx.store.derived_from(state.get("deleted_raw_ids", []), namespace=ns)
+    containing = ctx.store.find_containing(state["secret"], namespace=ns, normalized=True)
+    doomed = {c.id: c for c in [*derived, *containing]}
+    deleted = ctx.store.delete(list(doomed))
+    _merge(result.deleted, _by_tier(ctx.store, list(doomed.values()), deleted))
+    return {}
+
+
+def _purge_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    result.cache_entries_purged += sum(int(c.purge(state["secret"])) for c in ctx.caches)
+    return {}
+
+
+def _compact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    report = ctx.store.compact()
+    result.bytes_before, result.bytes_after = int(report.bytes_before), int(report.bytes_after)
+    result.compaction_seconds = float(report.seconds)
+    return {}
+
+
+def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    changed = ctx.store.redact(state["secret"], namespace=state.get("namespace"))
+    chunks = ctx.store.get(changed)
+    _merge(result.redacted, _by_tier(ctx.store, chunks, changed))
+    result.affected_sessions = sorted({c.session_id for c in chunks if c.tier == "raw"})
+    return {"redacted_ids": list(changed)}
+
+
+def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    result.tombstone = ctx.store.tombstone(
+        state["secret"], state.get("redacted_ids", []), namespace=state.get("namespace") or "*",
+        reason="forget:tombstone_redaction",
+    )
+    return {}
+
+
+_STEPS: dict[str, Callable[[_Context, ForgetState, ForgetResult], dict[str, Any]]] = {
+    "delete_raw": _delete_raw,
+    "resummarize": _resummarize,
+    "cascade": _cascade,
+    "purge_caches": _purge_caches,
+    "compact": _compact,
+    "redact": _redact,
+    "tombstone": _tombstone,
+}
+
+
+def _check(secret: str, mode: str) -> None:
+    if mode not in DELETION_MODES:
+        raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
+    if not isinstance(secret, str) or not secret.strip():
+        raise ValueError("forget: the secret must be a non-empty string")
+
+
+def _caches(cache: Any | Sequence[Any] | None) -> list[Any]:
+    if cache is None:
+        return []
+    if isinstance(cache, (list, tuple)):
+        return list(cache)
+    return [cache]
+
+
+# --------------------------------------------------------------------------- plain function
+
+
+def forget(
+    store: TieredMemoryStore,
+    secret: str,
+    mode: str,
+    *,
+    namespace: str | None,
+    S: int | None = None,
+    summarizer: Summarizer | None = None,
+    cache: Any | Sequence[Any] | None = None,
+) -> ForgetResult:
+    """Forget ``secret`` from ``store`` with a deletion mode (the steps of :data:`LADDER`).
+
+    Args:
+        store: the memory (changed in place).
+        secret: the string to forget (e.g. the canary value ``XQ7-VIOLET-3829``).
+        mode: one of :data:`DELETION_MODES`.
+        namespace: the user / instance to forget in (``None``: all namespaces).
+        S: summary level used when re-summarizing (``None``: read from each session's
+            summary chunks, ``extra["S"]``).
+        summarizer: the summarizer ``raw_plus_resummarize`` uses (default extractive);
+            pass the one the memory was written with.
+        cache: an :class:`memkit.cache.LLMCache` or a list of them, purged by
+            ``full_purge`` and ``tombstone_redaction``.
+
+    Returns:
+        A :class:`ForgetResult`.
+
+    Raises:
+        ValueError: unknown mode or empty secret.
+    """
+    _check(secret, mode)
+    ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
+    state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
+    result = ForgetResult(mode=mode, namespace=namespace)
+    for step in LADDER[mode]:
+        state.update(_STEPS[step](ctx, state, result))  # type: ignore[typeddict-item]
+        result.steps.append(step)
+    return result
+
+
+# --------------------------------------------------------------------------- graph
+
+
+def build_forget_graph(
+    store: TieredMemoryStore,
+    *,
+    summarizer: Summarizer | None = None,
+    caches: Any | Sequence[Any] | None = None,
+) -> Any:
+    """Compile the forget graph: ``START`` routes on ``mode`` to the first step of its
+    :data:`LADDER` branch; each step routes to the next step of the mode, the last to ``END``.
+
+    Args:
+        store: the memory.
+        summarizer: for ``raw_plus_resummarize`` (default extractive).
+        caches: LLM cache(s) purged by ``full_purge`` / ``tombstone_redaction``.
+
+    Returns:
+        A compiled LangGraph taking :class:`ForgetState` input (``secret``, ``mode``,
+        ``namespace``, optional ``S``) and returning it with ``result``
+        (:class:`ForgetResult`). An unknown mode raises ``ValueError`` at invoke.
+    """
+    ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(caches))
+
+    def next_after(step: str | None) -> Callable[[ForgetState], str]:
+        def route(state: ForgetState) -> str:
+            steps = LADDER[state["mode"]]
+            i = 0 if step is None else steps.index(step) + 1
+            return steps[i] if i < len(steps) else END
+
+        return route
+
+    def start(state: ForgetState) -> dict[str, Any]:
+        _check(state.get("secret", ""), state.get("mode", ""))
+        return {"result": ForgetResult(mode=state["mode"], namespace=state.get("namespace"))}
+
+    def node(step: str) -> Callable[[ForgetState], dict[str, Any]]:
+        def run(state: ForgetState) -> dict[str, Any]:
+            result = state["result"]
+            update = _STEPS[step](ctx, state, result)
+            result.steps.append(step)
+            return {**update, "result": result}
+
+        return run
+
+    graph = StateGraph(ForgetState)
+    graph.add_node("route", start)
+    graph.add_edge(START, "route")
+    successors: dict[str | None, set[str]] = {}
+    for steps in LADDER.values():
+        chain = [None, *steps]
+        for a, b in zip(chain, [*steps, END], strict=True):
+            successors.setdefault(a, set()).add(b)
+    for step in _STEPS:
+        graph.add_node(step, node(step))
+    for step, targets in successors.items():
+        source = "route" if step is None else step
+        graph.add_conditional_edges(source, next_after(step), sorted(targets))
+    return graph.compile(name="memkit-forget")
+
+
+def forget_graph() -> Any:
+    """``langgraph.json`` factory: :func:`build_forget_graph` over the default store and
+    LLM cache of :mod:`graphs.memory`, summarizer of ``$MEMKIT_MODEL`` (default extractive)."""
+    from graphs.memory import _default_model, default_cache, default_store
+
+    cache = default_cache()
+    return build_forget_graph(
+        default_store(), summarizer=make_summarizer(_default_model(), cache=cache), caches=[cache]
+    )

@@ -1,0 +1,395 @@
+"""memkit's memory pipeline as LangGraph graphs: write -> summarize, retrieve -> respond.
+
+DESIGN.md, The pipeline (after arXiv 2606.10062, Setup):
+
+* **write path**, once per session: ``write`` stores each user turn as a ``raw``
+  chunk (metadata: namespace, session_id, turn_index, date), then ``summarize``
+  derives ``summary`` chunks at level S -- S=0 nothing, S=1 one chunk per key
+  personal fact, S=2 one chunk with one sentence for the session. Every summary
+  chunk carries ``source_ids``: for S=1 the raw ids of the turns the fact came from
+  (:func:`graphs.nodes.attribute_sources`), for S=2 all raw ids of the session (the
+  sentence is written -- or, extractively, chosen -- from the whole session).
+* **read path**, once per query: ``retrieve`` takes the top-k chunks by cosine
+  similarity from the tiers the design reads (S=0 -> ``raw``, S>=1 -> ``summary``;
+  overridable per call with ``tiers``), then ``respond`` prepends them to the
+  responder's context and answers.
+
+The nodes are callables passed to the builders (types in :mod:`graphs.nodes`), so a
+user swaps them. The same steps exist as plain functions without graph overhead
+(:func:`write_session`, :func:`retrieve`, :func:`respond`); the sweep retrieves once
+at the largest k and responds for each k-prefix (``store.search`` results for k are a
+prefix of those for a larger k).
+
+Model calls: a write makes 0 LLM calls at S=0 and 1 per session at S>=1 (none with
+the ``extractive`` spec); a read makes 1 responder call (0 with ``extractive``) and
+one batched embedding of the query.
+
+``langgraph.json`` lists :func:`write_graph` and :func:`read_graph`: factories over a
+default persistent store in ``$MEMKIT_STORE_DIR`` (default ``<memkit cache dir>/store``)
+with the model ``$MEMKIT_MODEL`` (default ``extractive``). Importing this module
+creates no file and loads no model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.nodes import (
+    Responder,
+    Retriever,
+    Summarizer,
+    SummaryItem,
+    Turn,
+    Writer,
+    check_level,
+    make_responder,
+    make_retriever,
+    make_summarizer,
+    tiers_for,
+    user_turn_chunks,
+)
+from memkit.store import TIERS, Chunk, TieredMemoryStore, chunk_id
+
+__all__ = [
+    "ReadState",
+    "WriteState",
+    "build_read_graph",
+    "build_write_graph",
+    "default_cache",
+    "default_store",
+    "default_store_dir",
+    "make_responder",
+    "make_retriever",
+    "make_summarizer",
+    "read_graph",
+    "respond",
+    "retrieve",
+    "summarize_session",
+    "summary_chunks",
+    "write_graph",
+    "write_session",
+]
+
+
+# --------------------------------------------------------------------------- plain functions
+
+
+def summary_chunks(
+    items: Sequence[SummaryItem],
+    *,
+    namespace: str,
+    session_id: str,
+    date: str,
+    S: int,
+    raw_ids: Sequence[str],
+) -> list[Chunk]:
+    """Turn a summarizer's items into ``summary`` chunks of one session.
+
+    Ids are :func:`memkit.store.chunk_id` ``(namespace, session_id, "summary", i, text)``;
+    ``turn_index`` is -1; ``extra["S"]`` records the level and ``extra["index"]`` the
+    item's position in the summarizer's output (the order a rolling re-summarization
+    gives the prior summary back).
+
+    Raises:
+        ValueError: an item with empty text, or a source id that is not one of the
+            session's ``raw_ids`` (the message names the item).
+    """
+    allowed = set(raw_ids)
+    out: list[Chunk] = []
+    for i, item in enumerate(items):
+        text, sources = item[0], list(item[1])
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"summary item {i} of session {session_id!r} has empty text")
+        stray = [s for s in sources if s not in allowed]
+        if stray:
+            raise ValueError(
+                f"summary item {i} of session {session_id!r} cites source ids {stray} "
+                "that are not raw chunks of the session"
+            )
+        out.append(
+            Chunk(
+                id=chunk_id(namespace, session_id, "summary", i, text),
+                text=text,
+                tier="summary",
+                namespace=namespace,
+                session_id=session_id,
+                turn_index=-1,
+                date=date,
+                source_ids=sources,
+                extra={"S": S, "index": i},
+            )
+        )
+    return out
+
+
+def summarize_session(
+    store: TieredMemoryStore,
+    raw: Sequence[Chunk],
+    S: int,
+    summarizer: Summarizer,
+    *,
+    namespace: str,
+    session_id: str,
+    date: str,
+    prior: Sequence[str] | None = None,
+) -> list[str]:
+    """Run ``summarizer`` on one session's raw chunks and store the summary chunks.
+
+    Args:
+        store: the memory.
+        raw: the session's raw chunks, in turn order.
+        S: summary level (0 stores nothing).
+        summarizer: a :data:`graphs.nodes.Summarizer`.
+        namespace, session_id, date: metadata of the summary chunks.
+        prior: prior summary texts for rolling re-summarization, or ``None``.
+
+    Returns:
+        The stored summary chunk ids.
+    """
+    if check_level(S) == 0:
+        return []
+    items = summarizer(list(raw), S, None if prior is None else list(prior))
+    chunks = summary_chunks(
+        items, namespace=namespace, session_id=session_id, date=date, S=S, raw_ids=[c.id for c in raw]
+    )
+    return store.add(chunks) if chunks else []
+
+
+def write_session(
+    store: TieredMemoryStore,
+    namespace: str,
+    session_id: str,
+    date: str,
+    turns: Sequence[Turn],
+    S: int,
+    summarizer: Summarizer | None = None,
+    *,
+    writer: Writer = user_turn_chunks,
+) -> dict[str, list[str]]:
+    """The write path for one session, without graph overhead.
+
+    Args:
+        store: the memory.
+        namespace: user / instance id.
+        session_id: the session's id (LongMemEval ``haystack_session_ids`` entry).
+        date: the session date (``haystack_dates`` entry).
+        turns: the session's turns (dicts with ``role``/``content`` or user texts).
+        S: summary level 0, 1 or 2.
+        summarizer: a :data:`graphs.nodes.Summarizer` (default extractive).
+        writer: a :data:`graphs.nodes.Writer` (default: one raw chunk per user turn).
+
+    Returns:
+        ``{"raw_ids": [...], "summary_ids": [...]}``; writing a session again upserts
+        the same raw ids.
+
+    Raises:
+        ValueError: bad S, a malformed turn or summary item.
+    """
+    check_level(S)
+    raw = writer(namespace, session_id, date, turns)
+    raw_ids = store.add(raw) if raw else []
+    summarizer = summarizer or make_summarizer("extractive")
+    summary_ids = summarize_session(
+        store, raw, S, summarizer, namespace=namespace, session_id=session_id, date=date
+    )
+    return {"raw_ids": list(raw_ids), "summary_ids": list(summary_ids)}
+
+
+def retrieve(
+    store: TieredMemoryStore,
+    query: str,
+    k: int,
+    tiers: Sequence[str],
+    namespace: str | None,
+    *,
+    retriever: Retriever | None = None,
+) -> list[Chunk]:
+    """The retrieve step: up to ``k`` chunks of ``tiers`` in ``namespace``, best first.
+
+    Raises:
+        ValueError: an unknown tier or ``k < 1``.
+    """
+    bad = [t for t in tiers if t not in TIERS]
+    if bad or not tiers:
+        raise ValueError(f"retrieve: tiers must be a non-empty subset of {TIERS}, got {list(tiers)}")
+    return (retriever or make_retriever(store))(query, k, tuple(tiers), namespace)
+
+
+def respond(responder: Responder, query: str, chunks: Sequence[Chunk]) -> str:
+    """The respond step: ``responder(query, chunks)`` (chunks prepended to its context)."""
+    return responder(query, list(chunks))
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+class WriteState(TypedDict, total=False):
+    """State of the write graph. Input: namespace, session_id, date, turns, S.
+    Output adds raw_ids and summary_ids."""
+
+    namespace: str
+    session_id: str
+    date: str
+    turns: list[Turn]
+    S: int
+    raw_ids: list[str]
+    summary_ids: list[str]
+
+
+class ReadState(TypedDict, total=False):
+    """State of the read graph. Input: query, namespace, k (default 3) and S (default 0)
+    or tiers. Output adds chunks (best first) and response."""
+
+    query: str
+    namespace: str | None
+    k: int
+    S: int
+    tiers: list[str]
+    chunks: list[Chunk]
+    response: str
+
+
+def _need(state: dict[str, Any], key: str, graph: str) -> Any:
+    if key not in state:
+        raise ValueError(f"{graph} graph input is missing {key!r} (got {sorted(state)})")
+    return state[key]
+
+
+def build_write_graph(
+    store: TieredMemoryStore,
+    summarizer: Summarizer | None = None,
+    writer: Writer | None = None,
+) -> Any:
+    """Compile the write graph ``START -> write -> summarize -> END``.
+
+    Args:
+        store: where chunks go.
+        summarizer: the summarize node (default :func:`make_summarizer` ``("extractive")``).
+        writer: the write node (default :func:`graphs.nodes.user_turn_chunks`).
+
+    Returns:
+        A compiled LangGraph (a Runnable) taking :class:`WriteState` input
+        (``namespace, session_id, date, turns, S``) and returning it with
+        ``raw_ids`` and ``summary_ids``.
+    """
+    summarize_fn = summarizer or make_summarizer("extractive")
+    write_fn = writer or user_turn_chunks
+
+    def write(state: WriteState) -> dict[str, Any]:
+        check_level(_need(state, "S", "write"))
+        raw = write_fn(
+            _need(state, "namespace", "write"),
+            _need(state, "session_id", "write"),
+            state.get("date", ""),
+            _need(state, "turns", "write"),
+        )
+        return {"raw_ids": list(store.add(raw)) if raw else []}
+
+    def summarize(state: WriteState) -> dict[str, Any]:
+        raw = sorted(store.get(state["raw_ids"]), key=lambda c: c.turn_index)
+        ids = summarize_session(
+            store, raw, state["S"], summarize_fn,
+            namespace=state["namespace"], session_id=state["session_id"], date=state.get("date", ""),
+        )
+        return {"summary_ids": list(ids)}
+
+    graph = StateGraph(WriteState)
+    graph.add_node("write", write)
+    graph.add_node("summarize", summarize)
+    graph.add_edge(START, "write")
+    graph.add_edge("write", "summarize")
+    graph.add_edge("summarize", END)
+    return graph.compile(name="memkit-write")
+
+
+def build_read_graph(
+    store: TieredMemoryStore,
+    retriever: Retriever | None = None,
+    responder: Responder | None = None,
+    *,
+    default_k: int = 3,
+) -> Any:
+    """Compile the read graph ``START -> retrieve -> respond -> END``.
+
+    Args:
+        store: where chunks are read from (used by the default retriever).
+        retriever: the retrieve node (default :func:`make_retriever` ``(store)``).
+        responder: the respond node (default :func:`make_responder` ``("extractive")``).
+        default_k: k when the input gives none.
+
+    Returns:
+        A compiled LangGraph taking :class:`ReadState` input (``query``, ``namespace``,
+        ``k``, ``S`` or ``tiers``) and returning it with ``chunks`` and ``response``.
+    """
+    retrieve_fn = retriever or make_retriever(store)
+    respond_fn = responder or make_responder("extractive")
+
+    def retrieve_node(state: ReadState) -> dict[str, Any]:
+        tiers = state.get("tiers") or tiers_for(state.get("S", 0))
+        chunks = retrieve(
+            store, _need(state, "query", "read"), int(state.get("k", default_k)), tiers,
+            state.get("namespace"), retriever=retrieve_fn,
+        )
+        return {"chunks": chunks}
+
+    def respond_node(state: ReadState) -> dict[str, Any]:
+        return {"response": respond(respond_fn, state["query"], state["chunks"])}
+
+    graph = StateGraph(ReadState)
+    graph.add_node("retrieve", retrieve_node)
+    graph.add_node("respond", respond_node)
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "respond")
+    graph.add_edge("respond", END)
+    return graph.compile(name="memkit-read")
+
+
+# --------------------------------------------------------------------------- langgraph.json
+
+
+def default_store_dir() -> Path:
+    """``$MEMKIT_STORE_DIR`` or ``<memkit cache dir>/store`` (not created here)."""
+    env = os.environ.get("MEMKIT_STORE_DIR")
+    if env:
+        return Path(env)
+    from memkit.models import cache_dir
+
+    return cache_dir() / "store"
+
+
+@lru_cache(maxsize=1)
+def default_store() -> TieredMemoryStore:
+    """The persistent store the ``langgraph.json`` graphs share (created on first call)."""
+    return TieredMemoryStore(default_store_dir())
+
+
+@lru_cache(maxsize=1)
+def default_cache() -> Any:
+    """The :class:`memkit.cache.LLMCache` the ``langgraph.json`` graphs share:
+    ``$MEMKIT_LLM_CACHE`` or ``<store dir>/../llm_cache.sqlite`` (created on first call)."""
+    from memkit.cache import LLMCache
+
+    env = os.environ.get("MEMKIT_LLM_CACHE")
+    return LLMCache(Path(env) if env else default_store_dir().parent / "llm_cache.sqlite")
+
+
+def _default_model() -> str:
+    return os.environ.get("MEMKIT_MODEL", "extractive")
+
+
+def write_graph() -> Any:
+    """``langgraph.json`` factory: :func:`build_write_graph` over :func:`default_store`,
+    summarizer of ``$MEMKIT_MODEL`` (default ``extractive``) with :func:`default_cache`."""
+    return build_write_graph(default_store(), summarizer=make_summarizer(_default_model(), cache=default_cache()))
+
+
+def read_graph() -> Any:
+    """``langgraph.json`` factory: :func:`build_read_graph` over :func:`default_store`,
+    responder of ``$MEMKIT_MODEL`` (default ``extractive``) with :func:`default_cache`."""
+    return build_read_graph(default_store(), responder=make_responder(_default_model(), cache=default_cache()))
