@@ -52,8 +52,10 @@ LLAMACPP_ALIASES: dict[str, str] = {
 }
 """``llamacpp:`` aliases and the PyPI packages (import names) that ship their GGUF files."""
 
-LLAMACPP_CHAT_FORMATS: dict[str, str] = {"gemma3-270m": "gemma", "smollm2-135m": "chatml"}
+GEMMA_FORMAT = "memkit-gemma"
+LLAMACPP_CHAT_FORMATS: dict[str, str] = {"gemma3-270m": GEMMA_FORMAT, "smollm2-135m": "chatml"}
 """llama-cpp-python chat formats for aliases whose GGUF file carries no usable chat template."""
+
 
 _PROVIDER_PACKAGES = {
     "ollama": "langchain-ollama",
@@ -272,6 +274,35 @@ def _check_reachable(url: str, what: str, hint: str, timeout: float = 3.0) -> No
         raise ModelSpecError(f"{what} is not reachable at {url} ({exc}). {hint}") from exc
 
 
+_GEMMA_REGISTERED = False
+
+
+def _register_gemma_format() -> None:
+    """Register llama-cpp chat format ``memkit-gemma``: Gemma's turn format with the
+    system text put before the first user turn, as Gemma 3's own template does (the
+    packaged GGUF has no template and llama-cpp's ``gemma`` format drops system
+    messages, which would lose the summarizer's and responder's instructions)."""
+    global _GEMMA_REGISTERED
+    if _GEMMA_REGISTERED:
+        return
+    from llama_cpp import llama_chat_format as lcf
+
+    @lcf.register_chat_format(GEMMA_FORMAT)
+    def _format(messages: list[dict[str, Any]], **_: Any) -> Any:
+        system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
+        rest = [dict(m) for m in messages if m["role"] != "system"] or [{"role": "user", "content": ""}]
+        if system:
+            rest[0]["content"] = f"{system}\n\n{rest[0]['content']}".strip()
+        prompt = "".join(
+            f"<start_of_turn>{'model' if m['role'] == 'assistant' else 'user'}\n"
+            f"{m['content']}<end_of_turn>\n"
+            for m in rest
+        )
+        return lcf.ChatFormatterResponse(prompt=prompt + "<start_of_turn>model\n", stop="<end_of_turn>")
+
+    _GEMMA_REGISTERED = True
+
+
 def _llamacpp(target: str, **kw: Any) -> BaseChatModel:
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelSpecError(
@@ -284,12 +315,15 @@ def _llamacpp(target: str, **kw: Any) -> BaseChatModel:
     params: dict[str, Any] = {
         "model_path": str(path),
         "n_ctx": 4096,
+        "n_batch": 512,  # the default (8) makes prompt processing ~7x slower
         "temperature": 0.0,
         "max_tokens": 256,
         "seed": 0,
         "verbose": False,
         "n_threads": max(1, os.cpu_count() or 1),
     }
+    if LLAMACPP_CHAT_FORMATS.get(target) == GEMMA_FORMAT:
+        _register_gemma_format()
     if target in LLAMACPP_CHAT_FORMATS:
         params["model_kwargs"] = {"chat_format": LLAMACPP_CHAT_FORMATS[target]}
     params.update(kw)
@@ -373,6 +407,10 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
             )
         if base and not (kw.get("api_key") or os.environ.get("OPENAI_API_KEY")):
             kw["api_key"] = "not-needed"  # local servers accept any key
+        if base and "max_tokens" in kw:
+            # langchain-openai sends max_completion_tokens, which some OpenAI-compatible
+            # servers (llama_cpp.server 0.3) ignore; send the classic field as well.
+            kw.setdefault("extra_body", {}).setdefault("max_tokens", kw["max_tokens"])
         if not base and not (kw.get("api_key") or os.environ.get("OPENAI_API_KEY")):
             raise ModelSpecError(
                 f"`{spec}` needs an API key: set OPENAI_API_KEY or pass api_key=..., "
