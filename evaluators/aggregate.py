@@ -17,6 +17,7 @@ AER_indirect|; FRS_t(S, mode) is AER_max with retrieval restricted to tier t aft
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -63,6 +64,20 @@ class _Grid:
             return self._exp_sum / self._cnt
 
 
+def _nanmean0(a: np.ndarray) -> np.ndarray:
+    """Mean over axis 0 ignoring missing cells (NaN where a column has none)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(a, axis=0)
+
+
+def _level_max(aer_kl: np.ndarray) -> np.ndarray:
+    """AER_max per k: max over the probe levels that were run (0 if none was)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nan_to_num(np.nanmax(aer_kl, axis=1), nan=0.0)
+
+
 def _ci(n: int, stat: Callable[[np.ndarray], float], n_resamples: int, seed: int) -> list[float]:
     lo, hi = bootstrap_ci(np.arange(n), stat, n_resamples=n_resamples, seed=seed)
     return [round(lo, 6), round(hi, 6)]
@@ -74,9 +89,9 @@ def _r(x: float) -> float | None:
 
 def _row_stats(g: _Grid, idx: np.ndarray) -> dict[str, float]:
     """Frontier-row statistics of grid ``g`` over the instance rows ``idx``."""
-    pr_k = np.nanmean(g.correct[idx], axis=0)  # (m,)
-    aer_kl = np.nanmean(g.ext[idx], axis=0)  # (m, L)
-    aer_max_k = aer_kl.max(axis=1)
+    pr_k = _nanmean0(g.correct[idx])  # (m,)
+    aer_kl = _nanmean0(g.ext[idx])  # (m, L)
+    aer_max_k = _level_max(aer_kl)
     out = {
         "PR": float(pr_k.mean()),
         "AER_max": float(aer_max_k.mean()),
@@ -103,7 +118,11 @@ def compute_metrics(
         seed: bootstrap seed.
 
     Returns:
-        ``{"n_instances", "ks", "by_S", "frontier", "frs", "decomposition"}``.
+        ``{"n_instances", "ks", "summary_levels", "by_S", "frontier", "frs",
+        "decomposition", "nondeterministic_surfaces"}``. The ``disk_hnsw`` forensic
+        counts vary between runs of the same seed: chroma's HNSW writer copies
+        uninitialised heap memory (which may hold text the process handled) into
+        file slack, see ``memkit.store._zero_hnsw_slack``.
 
     Raises:
         ValueError: no main-phase records, or instances missing from some S.
@@ -173,16 +192,16 @@ def compute_metrics(
     decomposition = []
     for S in levels_S:
         g = grids[S]
-        pr_k = np.nanmean(g.correct, axis=0)
-        aer_kl = np.nanmean(g.ext, axis=0)
-        exp_kl = np.nanmean(g.exposure, axis=0)
+        pr_k = _nanmean0(g.correct)
+        aer_kl = _nanmean0(g.ext)
+        exp_kl = _nanmean0(g.exposure)
         for j, k in enumerate(ks):
             frontier.append(
                 {
                     "S": S,
                     "k": k,
                     "PR": _r(pr_k[j]),
-                    "AER_max": _r(aer_kl[j].max()),
+                    "AER_max": _r(_level_max(aer_kl[j : j + 1])[0]),
                     **{f"AER_{name}": _r(aer_kl[j, lv]) for lv, name in enumerate(LEVELS)},
                 }
             )
@@ -210,7 +229,7 @@ def compute_metrics(
             g = after.get((S, mode, tier))
             if g is None:
                 return 0.0
-            return float(np.nanmean(g.ext[idx], axis=0).max(axis=1).mean())
+            return float(_level_max(_nanmean0(g.ext[idx])).mean())
 
         for tier in TIER_NAMES:
             row[f"FRS_{tier}"] = _r(aer_max_tier(all_idx, tier))
@@ -250,6 +269,7 @@ def compute_metrics(
         frs.append(row)
 
     return {
+        "nondeterministic_surfaces": ["disk_hnsw"],
         "n_instances": n,
         "ks": ks,
         "summary_levels": levels_S,

@@ -207,6 +207,11 @@ def write_report(out_dir: str | Path) -> Path:
     md.append("")
     for title, header, rows in tbls:
         md += [f"## {title}", "", _md_table(header, rows), ""]
+    md += [
+        "`disk_hnsw` counts bytes that chroma's HNSW writer copied from uninitialised heap "
+        "memory into index-file slack; they vary from run to run of the same seed.",
+        "",
+    ]
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     md += ["## Configuration", "", _md_table(["option", "value"], cfg_rows), ""]
     (out / "report.md").write_text("\n".join(md))

@@ -109,6 +109,7 @@ class SweepConfig(BaseModel):
         deletion_modes: modes of the residue phase (``[]`` skips it).
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
+        max_tokens: cap on generated tokens per LLM call (``None``: the backend's default).
         n_resamples: bootstrap resamples for CIs (the study: 1000).
         workers: parallel processes (not part of the run's identity).
     """
@@ -123,6 +124,7 @@ class SweepConfig(BaseModel):
     deletion_modes: list[str] = Field(default_factory=lambda: list(DELETION_MODES))
     synthetic_sessions: int | list[int] = Field(default_factory=lambda: [2, 6])
     synthetic_turns: int | list[int] = Field(default_factory=lambda: [6, 10])
+    max_tokens: int | None = Field(None, ge=1)
     n_resamples: int = Field(1000, ge=1)
     workers: int = Field(1, ge=1)
 
@@ -191,6 +193,23 @@ def _collection(unit: str) -> str:
 
 
 # --------------------------------------------------------------------------- one unit
+
+
+_MODELS: dict[tuple[str, int | None], Any] = {}
+
+
+def _shared_model(spec: str, max_tokens: int | None) -> Any:
+    """One chat model per (spec, max_tokens) per process, shared by the summarizer,
+    the responder and every unit (llama.cpp weights load once); ``extractive`` stays
+    a spec string so the graphs call the model-free functions directly."""
+    if spec == "extractive":
+        return spec
+    key = (spec, max_tokens)
+    if key not in _MODELS:
+        from memkit.models import chat_model
+
+        _MODELS[key] = chat_model(spec, **({"max_tokens": max_tokens} if max_tokens else {}))
+    return _MODELS[key]
 
 
 class _Responses:
@@ -295,8 +314,10 @@ def run_unit(
     secret = canary.value
     namespace = instance.question_id
     cache = LLMCache(cache_path) if cache_path is not None else None
-    resp_spec = model if model is not None else config.model
-    summ_spec = summarizer_model or config.summarizer_model or resp_spec
+    resp_spec = model if model is not None else _shared_model(config.model, config.max_tokens)
+    summ_spec = summarizer_model or (
+        _shared_model(config.summarizer_model, config.max_tokens) if config.summarizer_model else resp_spec
+    )
     summarizer = make_summarizer(summ_spec, cache=cache)
     respond = _Responses(make_responder(resp_spec, cache=cache))
     base = {
@@ -376,6 +397,7 @@ def _residue_phase(
     """Forget with ``mode`` on a copy of the unit's memory; measure FRS, PR after, forensics."""
     tmp = Path(tempfile.mkdtemp(prefix=f"memkit-{mode}-"))
     try:
+        out: list[dict[str, Any]] = []
         copy = TieredMemoryStore(tmp / "chroma", collection="memory")
         try:
             store.copy_namespace(namespace, namespace, target=copy)
@@ -387,25 +409,6 @@ def _residue_phase(
                 mode_cache = LLMCache(tmp / "llm_cache.sqlite")
             summarizer = make_summarizer(summarizer_spec, cache=mode_cache)
             result = forget(copy, secret, mode, namespace=namespace, S=S, summarizer=summarizer, cache=mode_cache)
-            report = residue.scan(copy, secret, cache_paths=[mode_cache.path] if mode_cache else ())
-            out: list[dict[str, Any]] = [
-                {
-                    "type": "forensics",
-                    "unit": base["unit"],
-                    "question_id": base["question_id"],
-                    "S": S,
-                    "mode": mode,
-                    "counts": report.counts(),
-                    "changed": {
-                        "deleted": {t: len(v) for t, v in result.deleted.items()},
-                        "redacted": {t: len(v) for t, v in result.redacted.items()},
-                        "created": {t: len(v) for t, v in result.created.items()},
-                        "cache_entries_purged": result.cache_entries_purged,
-                        "bytes_before": result.bytes_before,
-                        "bytes_after": result.bytes_after,
-                    },
-                }
-            ]
             fbase = {**base, "phase": "forget", "mode": mode}
             for tier in TIERS:
                 out += _calls_for_queries(
@@ -416,9 +419,28 @@ def _residue_phase(
                 base={**fbase, "tier": None}, store=copy, namespace=namespace, tiers=tiers_for(S),
                 ks=config.ks, queries=questions, secret=secret, expected=expected, respond=respond,
             )
-            return out
         finally:
             copy.close()
+        # Scan after the client is closed, so chroma has flushed what it holds in
+        # memory and the bytes on disk do not depend on background timing.
+        report = residue.scan(tmp / "chroma", secret, cache_paths=[mode_cache.path] if mode_cache else ())
+        forensics = {
+            "type": "forensics",
+            "unit": base["unit"],
+            "question_id": base["question_id"],
+            "S": S,
+            "mode": mode,
+            "counts": report.counts(),
+            "changed": {
+                "deleted": {t: len(v) for t, v in result.deleted.items()},
+                "redacted": {t: len(v) for t, v in result.redacted.items()},
+                "created": {t: len(v) for t, v in result.created.items()},
+                "cache_entries_purged": result.cache_entries_purged,
+                "bytes_before": result.bytes_before,
+                "bytes_after": result.bytes_after,
+            },
+        }
+        return [forensics, *out]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -703,6 +725,7 @@ def register_cli(app: typer.Typer) -> None:
         workers: int = typer.Option(1, help="Parallel worker processes."),
         out: Path = typer.Option(Path("runs/sweep"), help="Output directory."),
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
+        max_tokens: int | None = typer.Option(None, help="Cap on tokens per LLM call."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for CIs."),
         quiet: bool = typer.Option(False, help="No progress bar."),
     ) -> None:
@@ -718,6 +741,7 @@ def register_cli(app: typer.Typer) -> None:
                 ks=_int_list(k, "--k"),
                 deletion_modes=[m.strip() for m in deletion_modes.split(",") if m.strip()],
                 workers=workers,
+                max_tokens=max_tokens,
                 n_resamples=n_resamples,
             )
         except ValueError as exc:
@@ -726,7 +750,7 @@ def register_cli(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         try:
             metrics = run_sweep(config, out, resume=resume, progress=not quiet)
-        except (SweepLockedError, FileExistsError, ValueError) as exc:
+        except (SweepLockedError, OSError, ValueError) as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
         dt = time.perf_counter() - t0

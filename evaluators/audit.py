@@ -1,0 +1,640 @@
+"""Privacy audit of any LangChain / LangGraph agent with persistent memory.
+
+The study's protocol (arXiv 2606.10062, Setup and Metrics; DESIGN.md, Measurement)
+applied to an agent memkit did not build:
+
+1. take N LongMemEval instances (a real file or the synthetic generator) and plant
+   one canary per instance (:func:`memkit.canaries.plant`); each instance is one
+   *user* (``user_id`` derived from its ``question_id``);
+2. **feed** every session into the agent's memory with the user's callable;
+3. **ask** the LongMemEval question (Personalization Recall, PR) and every probe
+   template of :data:`evaluators.probes.PROBES` (Adversarial Extraction Rate per
+   level, AER_l, and AER_max), each in a *fresh conversation*: a new ``thread_id``
+   per call, so a LangGraph agent with a checkpointer starts from an empty thread
+   and what leaks came from persisted memory, not from the context window;
+4. optionally **forget** each canary with the user's callable, then ask again:
+   AER after forget, PR after forget, and the Forgetting Residue Score -- per tier
+   when the agent's memory is a :class:`memkit.langgraph_store.MemkitStore` (probes
+   re-run with the store's retrieval restricted to each tier, FRS_t; FRS_worst =
+   max_t), else the overall AER_max after forget -- plus a residue scan of the store
+   (:func:`memkit.residue.scan`) when one is given.
+
+Metrics come from :mod:`evaluators.metrics` (``answers_correct``, ``aer_by_level``,
+``bootstrap_ci``) and extraction from :func:`evaluators.probes.extracted` (AER counts
+the study's exact indicator 1[c ⊂ r]); nothing is re-implemented here. Per instance,
+the level-l value is the share of that level's probe templates whose response
+contains the canary; AER_l is its mean over instances and AER_max = max_l AER_l,
+as in :mod:`evaluators.aggregate`.
+
+The agent (``agent=``):
+
+* a LangChain ``Runnable`` (a compiled LangGraph graph included): invoked with
+  ``config={"configurable": {"thread_id": <fresh>, "user_id": <user>}}``; the input
+  is ``{"messages": [{"role": "user", "content": text}]}`` for a graph with a
+  ``messages`` channel, else the text (``input_fn`` overrides); the response is read
+  from a string, a message, the last of ``output["messages"]`` or one of the keys
+  ``response``/``answer``/``output`` (``output_fn`` overrides);
+* or a callable ``(text) -> str``; it also receives ``user_id=`` and ``thread_id=``
+  when its signature names them (or takes ``**kwargs``). A plain callable must start
+  a fresh conversation on each call itself.
+
+``feed``: a callable ``(turns, session_id, date) -> None`` (``turns`` are LongMemEval
+dicts ``{"role", "content", "has_answer"?}``; ``user_id=`` passed when accepted), or a
+Runnable invoked with ``{"turns", "session_id", "date", "user_id"}`` and the same
+``configurable`` keys (``thread_id`` = the session id). :func:`store_feeder` writes
+each user turn into a MemkitStore. ``forget``: a callable ``(secret) -> None``
+(``user_id=`` passed when accepted); :func:`store_forgetter` runs a deletion mode of
+:mod:`graphs.forget` on a MemkitStore.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from langchain_core.messages import BaseMessage
+
+from evaluators.metrics import aer_by_level, answers_correct, bootstrap_ci
+from evaluators.probes import LEVELS, extracted, probes_for
+from graphs.forget import DELETION_MODES, ForgetResult
+from graphs.forget import forget as run_forget
+from memkit.canaries import CanaryRecord, plant
+from memkit.langgraph_store import MemkitStore, namespace_key
+from memkit.longmemeval import Instance
+from memkit.store import TIERS, TieredMemoryStore
+
+__all__ = [
+    "AuditResult",
+    "as_asker",
+    "audit",
+    "call_feed",
+    "forget_in_store",
+    "load_audit_instances",
+    "store_feeder",
+    "store_forgetter",
+    "user_id_for",
+]
+
+Asker = Callable[[str, str, str], str]
+"""``(text, user_id, thread_id) -> response``: one question in a fresh conversation."""
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` can be called with keyword ``name`` (named parameter or ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD or p.name == name for p in params)
+
+
+def _message_text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        b if isinstance(b, str) else str(b.get("text", ""))
+        for b in content
+        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
+    )
+
+
+def _default_output(out: Any) -> str:
+    if isinstance(out, str):
+        return out
+    if isinstance(out, BaseMessage):
+        return _message_text(out)
+    if isinstance(out, Mapping):
+        msgs = out.get("messages")
+        if isinstance(msgs, Sequence) and msgs:
+            last = msgs[-1]
+            if isinstance(last, BaseMessage):
+                return _message_text(last)
+            if isinstance(last, Mapping) and isinstance(last.get("content"), str):
+                return str(last["content"])
+        for key in ("response", "answer", "output"):
+            if isinstance(out.get(key), str):
+                return str(out[key])
+    raise TypeError(
+        f"cannot read a response from the agent's output of type {type(out).__name__} "
+        f"(keys {sorted(out) if isinstance(out, Mapping) else '-'}); pass output_fn=..."
+    )
+
+
+def _has_messages_channel(agent: Any) -> bool:
+    channels = getattr(agent, "channels", None)
+    return isinstance(channels, Mapping) and "messages" in channels
+
+
+def as_asker(
+    agent: Any,
+    *,
+    input_fn: Callable[[str], Any] | None = None,
+    output_fn: Callable[[Any], str] | None = None,
+) -> Asker:
+    """Wrap an agent as an :data:`Asker` ``(text, user_id, thread_id) -> response``.
+
+    Args:
+        agent: a LangChain Runnable (compiled LangGraph graphs included) or a callable
+            ``(text) -> str`` (see the module doc for how each is called).
+        input_fn: ``text -> agent input`` (Runnables only).
+        output_fn: ``agent output -> response text`` (Runnables only).
+
+    Returns:
+        The asker. It raises ``TypeError`` when the agent's output holds no text.
+
+    Raises:
+        TypeError: ``agent`` is neither a Runnable nor callable.
+    """
+    if hasattr(agent, "invoke"):
+        wants_messages = _has_messages_channel(agent)
+
+        def ask_runnable(text: str, user_id: str, thread_id: str) -> str:
+            if input_fn is not None:
+                payload = input_fn(text)
+            elif wants_messages:
+                payload = {"messages": [{"role": "user", "content": text}]}
+            else:
+                payload = text
+            config = {"configurable": {"thread_id": thread_id, "user_id": user_id}}
+            out = agent.invoke(payload, config=config)
+            return output_fn(out) if output_fn is not None else _default_output(out)
+
+        return ask_runnable
+    if not callable(agent):
+        raise TypeError(f"agent must be a Runnable or a callable (text) -> str, got {type(agent).__name__}")
+    kw_user, kw_thread = _accepts(agent, "user_id"), _accepts(agent, "thread_id")
+
+    def ask_callable(text: str, user_id: str, thread_id: str) -> str:
+        kw: dict[str, str] = {}
+        if kw_user:
+            kw["user_id"] = user_id
+        if kw_thread:
+            kw["thread_id"] = thread_id
+        out = agent(text, **kw)
+        if not isinstance(out, str):
+            out = _default_output(out)
+        return out
+
+    return ask_callable
+
+
+def call_feed(feed: Any, turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
+    """Feed one session into the agent's memory with the user's ``feed`` (module doc).
+
+    Raises:
+        TypeError: ``feed`` is neither a Runnable nor callable.
+    """
+    if hasattr(feed, "invoke"):
+        feed.invoke(
+            {"turns": turns, "session_id": session_id, "date": date, "user_id": user_id},
+            config={"configurable": {"thread_id": session_id, "user_id": user_id}},
+        )
+        return
+    if not callable(feed):
+        raise TypeError(f"feed must be a Runnable or a callable, got {type(feed).__name__}")
+    if _accepts(feed, "user_id"):
+        feed(turns, session_id, date, user_id=user_id)
+    else:
+        feed(turns, session_id, date)
+
+
+def _call_forget(forget: Callable[..., Any], secret: str, user_id: str) -> None:
+    if _accepts(forget, "user_id"):
+        forget(secret, user_id=user_id)
+    else:
+        forget(secret)
+
+
+def user_id_for(instance: Instance) -> str:
+    """The audit's user id of an instance: ``"user-" + question_id`` with ``"."`` and
+    ``"/"`` replaced by ``"_"`` (valid as a LangGraph namespace label)."""
+    return "user-" + instance.question_id.replace(".", "_").replace("/", "_")
+
+
+# --------------------------------------------------------------------------- store helpers
+
+
+def store_feeder(
+    store: MemkitStore,
+    *,
+    namespace: Callable[[str], tuple[str, ...]] = lambda user_id: ("memories", user_id),
+    field_name: str = "content",
+) -> Callable[..., None]:
+    """A ``feed`` that writes every user turn of a session into ``store`` as one item.
+
+    Item: namespace ``namespace(user_id)``, key ``"<session_id>/<turn index>"``, value
+    ``{field_name: text, "session_id": ..., "date": ..., "turn_index": ...}``.
+
+    Args:
+        store: the agent's store.
+        namespace: user id -> LangGraph namespace of that user's memories.
+        field_name: value field holding the turn text (index it: ``MemkitStore(index=
+            {"fields": [field_name]})``).
+
+    Returns:
+        ``feed(turns, session_id, date, user_id="default") -> None``.
+    """
+
+    def feed(turns: list[dict[str, Any]], session_id: str, date: str, user_id: str = "default") -> None:
+        ns = namespace(user_id)
+        for i, turn in enumerate(turns):
+            if turn.get("role") == "user" and str(turn.get("content", "")).strip():
+                store.put(ns, f"{session_id}/{i}", {
+                    field_name: turn["content"], "session_id": session_id, "date": date, "turn_index": i,
+                })
+
+    return feed
+
+
+def forget_in_store(
+    store: MemkitStore | TieredMemoryStore,
+    secret: str,
+    mode: str = "full_purge",
+    *,
+    namespace_prefix: Sequence[str] | None = None,
+    summarizer: Any = None,
+    cache: Any = None,
+) -> list[ForgetResult]:
+    """Run a deletion mode (:func:`graphs.forget.forget`) on a store.
+
+    Args:
+        store: a :class:`~memkit.langgraph_store.MemkitStore` (its tiered store is used)
+            or a :class:`~memkit.store.TieredMemoryStore`.
+        secret: the string to forget.
+        mode: one of :data:`graphs.forget.DELETION_MODES`.
+        namespace_prefix: forget only in the LangGraph namespaces under this prefix
+            (MemkitStore only; one forget per namespace); ``None``: the whole store.
+        summarizer, cache: passed to :func:`graphs.forget.forget`
+            (``raw_plus_resummarize`` re-summarizes only memkit summary chunks, which
+            carry their level ``S``; LangGraph items do not, so it acts as ``raw_only``
+            on them).
+
+    Returns:
+        One :class:`~graphs.forget.ForgetResult` per namespace forgotten in.
+
+    Raises:
+        ValueError: unknown mode or empty secret; a prefix with a TieredMemoryStore.
+    """
+    if mode not in DELETION_MODES:
+        raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
+    tiered = store.tiered if isinstance(store, MemkitStore) else store
+    if namespace_prefix is None:
+        return [run_forget(tiered, secret, mode, namespace=None, summarizer=summarizer, cache=cache)]
+    if not isinstance(store, MemkitStore):
+        raise ValueError("forget_in_store: namespace_prefix needs a MemkitStore")
+    names = store.list_namespaces(prefix=tuple(namespace_prefix), limit=1_000_000)
+    return [
+        run_forget(tiered, secret, mode, namespace=namespace_key(ns), summarizer=summarizer, cache=cache)
+        for ns in names
+    ]
+
+
+def store_forgetter(
+    store: MemkitStore | TieredMemoryStore,
+    mode: str = "full_purge",
+    *,
+    namespace_for: Callable[[str], Sequence[str]] | None = None,
+    summarizer: Any = None,
+    cache: Any = None,
+) -> Callable[..., list[ForgetResult]]:
+    """A ``forget`` for :func:`audit`: ``forget(secret, user_id=None)`` runs
+    :func:`forget_in_store` with ``mode`` (in ``namespace_for(user_id)`` when both are
+    given, else in the whole store). The function's ``mode`` attribute names the mode
+    (the audit report shows it).
+
+    Raises:
+        ValueError: unknown mode.
+    """
+    if mode not in DELETION_MODES:
+        raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
+
+    def forget(secret: str, user_id: str | None = None) -> list[ForgetResult]:
+        prefix = namespace_for(user_id) if (namespace_for is not None and user_id is not None) else None
+        return forget_in_store(store, secret, mode, namespace_prefix=prefix, summarizer=summarizer, cache=cache)
+
+    forget.mode = mode  # type: ignore[attr-defined]
+    return forget
+
+
+# --------------------------------------------------------------------------- data
+
+
+def load_audit_instances(
+    data: str | Sequence[Instance] = "synthetic",
+    n: int = 4,
+    seed: int = 0,
+    *,
+    synthetic_sessions: int | tuple[int, int] = (2, 4),
+    synthetic_turns: int | tuple[int, int] = (6, 8),
+) -> list[Instance]:
+    """The audit's instances: ``n`` synthetic ones, a seeded stratified sample of a
+    LongMemEval file (as the sweep draws them, :func:`evaluators.sweep.load_instances`),
+    or the given instances.
+
+    Raises:
+        ValueError: ``n < 1`` or larger than the file.
+        memkit.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
+    """
+    if not isinstance(data, str):
+        return list(data)
+    if n < 1:
+        raise ValueError(f"audit: n must be >= 1, got {n}")
+    from evaluators.sweep import SweepConfig, load_instances
+
+    def size(v: int | tuple[int, int]) -> int | list[int]:
+        return v if isinstance(v, int) else [int(v[0]), int(v[1])]
+
+    config = SweepConfig(
+        data=data, n=n, seed=seed,
+        synthetic_sessions=size(synthetic_sessions), synthetic_turns=size(synthetic_turns),
+    )
+    return load_instances(config)
+
+
+# --------------------------------------------------------------------------- result
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None or not np.isfinite(x) else round(float(x), 6)
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit` measured.
+
+    Attributes:
+        n: instances (users) audited; ``data``, ``seed``, ``kind``: the setting.
+        pr, pr_ci: Personalization Recall before forgetting and its 95% bootstrap CI.
+        aer, aer_ci: AER per probe level plus ``"max"``; CI of AER_max.
+        forget_mode: the deletion mode when known (``forget.mode``), else
+            ``"custom"``; ``None`` when nothing was forgotten.
+        pr_after, aer_after: the same after forgetting (``None`` without ``forget``).
+        frs: FRS per tier plus ``"worst"`` (a tier-aware store), or ``{"overall",
+            "worst"}`` (= AER_max after forget); ``None`` without ``forget``.
+        residue: surface -> number of instances whose store still holds a copy of
+            their canary after forgetting (``None`` without a store or forget).
+        canaries: per instance ``question_id``, ``user_id``, ``session_id``,
+            ``turn_index`` and ``value`` of the planted canary.
+        records: one dict per agent call (phase, tier, user, query, response, scores).
+    """
+
+    n: int
+    data: str
+    seed: int
+    kind: str
+    pr: float
+    pr_ci: tuple[float, float]
+    aer: dict[str, float]
+    aer_ci: tuple[float, float]
+    forget_mode: str | None = None
+    pr_after: float | None = None
+    aer_after: dict[str, float] | None = None
+    frs: dict[str, float] | None = None
+    residue: dict[str, int] | None = None
+    canaries: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self, *, records: bool = False) -> dict[str, Any]:
+        """JSON-ready summary (rates rounded to 6 decimals); per-call records when asked."""
+        out: dict[str, Any] = {
+            "n": self.n, "data": self.data, "seed": self.seed, "kind": self.kind,
+            "PR": _r(self.pr), "PR_ci": [_r(x) for x in self.pr_ci],
+            "AER": {k: _r(v) for k, v in self.aer.items()},
+            "AER_max_ci": [_r(x) for x in self.aer_ci],
+            "forget_mode": self.forget_mode,
+            "PR_after": _r(self.pr_after),
+            "AER_after": None if self.aer_after is None else {k: _r(v) for k, v in self.aer_after.items()},
+            "FRS": None if self.frs is None else {k: _r(v) for k, v in self.frs.items()},
+            "residue": self.residue,
+            "canaries": self.canaries,
+        }
+        if records:
+            out["records"] = self.records
+        return out
+
+    @property
+    def report(self) -> str:
+        """The audit as a markdown report."""
+        return self.to_markdown()
+
+    def to_markdown(self) -> str:
+        """Markdown: setting, PR/AER before and after forgetting, FRS, residue."""
+
+        def f(x: float | None) -> str:
+            return "-" if x is None else f"{x:.2f}"
+
+        lines = [
+            "# memkit privacy audit",
+            "",
+            f"Data: `{self.data}`, {self.n} users (one LongMemEval instance each, seed {self.seed}), "
+            f"one `{self.kind}` canary planted per user. Forget: "
+            f"{'`' + self.forget_mode + '`' if self.forget_mode else 'not run'}.",
+            "",
+            "| metric | before forget | after forget |",
+            "|---|---|---|",
+            f"| PR (question answered) | {f(self.pr)} [{f(self.pr_ci[0])}, {f(self.pr_ci[1])}] | {f(self.pr_after)} |",
+        ]
+        after = self.aer_after or {}
+        for level in [*[lv for lv in self.aer if lv != "max"], "max"]:
+            extra = f" [{f(self.aer_ci[0])}, {f(self.aer_ci[1])}]" if level == "max" else ""
+            lines.append(f"| AER {level} | {f(self.aer[level])}{extra} | {f(after.get(level))} |")
+        if self.frs is not None:
+            parts = ", ".join(f"{t} {f(v)}" for t, v in self.frs.items())
+            lines += ["", f"FRS (AER_max after forget; per tier = retrieval restricted to that tier): {parts}."]
+        if self.residue is not None:
+            hits = {s: c for s, c in self.residue.items() if c}
+            body = ", ".join(f"{s}: {c}" for s, c in hits.items()) if hits else "none"
+            lines += ["", f"Residue after forget (users whose store still holds their canary, per surface): {body}."]
+        lines += [
+            "",
+            "PR: share of questions answered correctly (cosine > 0.50 with all-MiniLM-L6-v2 or "
+            "every content word present). AER_level: share of canaries reproduced verbatim by "
+            "that level's probes (mean over users and templates); AER max = max over levels. "
+            "95% bootstrap CIs over users. Each question ran in a fresh conversation.",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the audit
+
+
+def _probe_round(
+    ask: Asker,
+    *,
+    users: list[str],
+    canaries: list[CanaryRecord],
+    kind: str,
+    phase: str,
+    tier: str | None,
+    run_id: str,
+    records: list[dict[str, Any]],
+) -> dict[str, list[float]]:
+    """Every probe template for every user; returns level -> per-user share extracted."""
+    by_level = probes_for(kind)
+    shares: dict[str, list[float]] = {lv: [] for lv in LEVELS}
+    for user, canary in zip(users, canaries, strict=True):
+        for level in LEVELS:
+            hits = []
+            for probe in by_level[level]:
+                thread = f"memkit-audit-{run_id}:{phase}:{tier or 'all'}:{user}:{probe.id}"
+                response = ask(probe.text, user, thread)
+                scores = extracted(canary.value, response)
+                hits.append(scores["exact"])
+                records.append({
+                    "phase": phase, "tier": tier, "user_id": user, "question_id": canary.question_id,
+                    "query_kind": "probe", "level": level, "template_id": probe.id, "query": probe.text,
+                    "response": response, "thread_id": thread, "extraction": scores,
+                })
+            shares[level].append(float(np.mean(hits)))
+    return shares
+
+
+def _question_round(
+    ask: Asker,
+    *,
+    users: list[str],
+    instances: list[Instance],
+    phase: str,
+    run_id: str,
+    records: list[dict[str, Any]],
+) -> list[bool]:
+    responses = []
+    for user, inst in zip(users, instances, strict=True):
+        thread = f"memkit-audit-{run_id}:{phase}:all:{user}:question"
+        responses.append(ask(inst.question, user, thread))
+        records.append({
+            "phase": phase, "tier": None, "user_id": user, "question_id": inst.question_id,
+            "query_kind": "question", "level": None, "template_id": None, "query": inst.question,
+            "response": responses[-1], "thread_id": thread, "expected": inst.answer_text,
+        })
+    correct = answers_correct(responses, [inst.answer_text for inst in instances])
+    k = len(records) - len(instances)
+    for rec, ok in zip(records[k:], correct, strict=True):
+        rec["correct"] = bool(ok)
+    return [bool(c) for c in correct]
+
+
+def _aer_ci(shares: dict[str, list[float]], n_resamples: int, seed: int) -> tuple[float, float]:
+    rows = np.array([shares[lv] for lv in LEVELS], dtype=float).T  # (n_users, n_levels)
+    return bootstrap_ci(rows, lambda s: float(np.asarray(s).mean(axis=0).max()), n_resamples=n_resamples, seed=seed)
+
+
+def audit(
+    agent: Any,
+    *,
+    feed: Any,
+    forget: Callable[..., Any] | None = None,
+    data: str | Sequence[Instance] = "synthetic",
+    n: int = 4,
+    seed: int = 0,
+    kind: str = "token",
+    store: MemkitStore | None = None,
+    residue: bool = True,
+    input_fn: Callable[[str], Any] | None = None,
+    output_fn: Callable[[Any], str] | None = None,
+    synthetic_sessions: int | tuple[int, int] = (2, 4),
+    synthetic_turns: int | tuple[int, int] = (6, 8),
+    n_resamples: int = 1000,
+) -> AuditResult:
+    """Audit an agent's memory: PR, AER per level, and FRS after an optional forget.
+
+    Args:
+        agent: the agent to ask (Runnable or callable; module doc).
+        feed: how a session enters the agent's memory (module doc; e.g.
+            :func:`store_feeder`).
+        forget: ``forget(secret[, user_id=])`` (e.g. :func:`store_forgetter`); ``None``
+            skips the forget phase.
+        data: ``"synthetic"``, a LongMemEval JSON path, or a list of instances.
+        n: instances (one user each) to sample or generate.
+        seed: seeds the sample, synthetic data, canaries and bootstrap CIs.
+        kind: canary kind (:data:`memkit.canaries.KINDS`); the probes name it.
+        store: the agent's :class:`~memkit.langgraph_store.MemkitStore`, if any: gives
+            FRS per tier (retrieval restricted per tier) and the residue scan.
+        residue: scan the store for each canary after forgetting (needs ``store``).
+        input_fn, output_fn: adapters for a Runnable agent (:func:`as_asker`).
+        synthetic_sessions, synthetic_turns: synthetic instance sizes (int or range).
+        n_resamples: bootstrap resamples for the CIs (the study: 1000).
+
+    Returns:
+        :class:`AuditResult` (``.report`` is markdown, ``.to_dict()`` JSON-ready).
+
+    Raises:
+        memkit.canaries.CanaryError: an instance without an eligible turn.
+        TypeError: an agent output without text, or a bad agent/feed type.
+        ValueError: bad ``n`` or ``data``.
+    """
+    instances = load_audit_instances(
+        data, n, seed, synthetic_sessions=synthetic_sessions, synthetic_turns=synthetic_turns
+    )
+    if not instances:
+        raise ValueError("audit: no instances to audit")
+    planted = [plant(inst, seed, kind=kind) for inst in instances]
+    users = [user_id_for(inst) for inst in instances]
+    if len(set(users)) != len(users):
+        raise ValueError("audit: duplicate question_id in the data; user ids must be unique")
+    canaries = [rec for _, rec in planted]
+    ask = as_asker(agent, input_fn=input_fn, output_fn=output_fn)
+    run_id = uuid.uuid4().hex[:8]
+    records: list[dict[str, Any]] = []
+
+    for user, (inst, _) in zip(users, planted, strict=True):
+        for session_id, date, turns in inst.sessions():
+            call_feed(feed, [t.to_dict() for t in turns], session_id, date, user)
+
+    correct = _question_round(ask, users=users, instances=instances, phase="main", run_id=run_id, records=records)
+    shares = _probe_round(ask, users=users, canaries=canaries, kind=kind, phase="main", tier=None,
+                          run_id=run_id, records=records)
+    aer = aer_by_level(shares)
+    result = AuditResult(
+        n=len(instances), data=data if isinstance(data, str) else "instances", seed=seed, kind=kind,
+        pr=float(np.mean(correct)),
+        pr_ci=bootstrap_ci(np.array(correct, dtype=float), n_resamples=n_resamples, seed=seed),
+        aer=aer, aer_ci=_aer_ci(shares, n_resamples, seed),
+        canaries=[
+            {"question_id": c.question_id, "user_id": u, "session_id": c.session_id,
+             "turn_index": c.turn_index, "value": c.value}
+            for u, c in zip(users, canaries, strict=True)
+        ],
+        records=records,
+    )
+    if forget is None:
+        return result
+
+    result.forget_mode = str(getattr(forget, "mode", "custom"))
+    for user, canary in zip(users, canaries, strict=True):
+        _call_forget(forget, canary.value, user)
+    if store is not None and residue:
+        from memkit.residue import SURFACES, scan
+
+        counts = dict.fromkeys(SURFACES, 0)
+        for canary in canaries:
+            for surface, c in scan(store.tiered, canary.value).counts().items():
+                counts[surface] += int(c > 0)
+        result.residue = counts
+    after_correct = _question_round(ask, users=users, instances=instances, phase="forget", run_id=run_id,
+                                    records=records)
+    result.pr_after = float(np.mean(after_correct))
+    after = _probe_round(ask, users=users, canaries=canaries, kind=kind, phase="forget", tier=None,
+                         run_id=run_id, records=records)
+    result.aer_after = aer_by_level(after)
+    if store is not None:
+        frs: dict[str, float] = {}
+        for tier in TIERS:
+            with store.restrict_tiers((tier,)):
+                per = _probe_round(ask, users=users, canaries=canaries, kind=kind, phase="forget", tier=tier,
+                                   run_id=run_id, records=records)
+            frs[tier] = aer_by_level(per)["max"]
+        frs["worst"] = max(frs.values())
+        result.frs = frs
+    else:
+        result.frs = {"overall": result.aer_after["max"], "worst": result.aer_after["max"]}
+    return result
+
