@@ -1,0 +1,682 @@
+"""Where does a string still live? A read-only residue scanner for Chroma stores.
+
+DESIGN.md (Forget) and the paper's Forgetting Residue Score (arXiv 2606.10062,
+deletion modes): after ``forget``, a secret may survive in places the retrieval API
+never shows. :func:`scan` looks at every surface, through the chroma API and in the
+raw bytes, and reports each copy:
+
+=================== =========================================================
+surface             what is scanned
+=================== =========================================================
+``text_raw``        documents of memkit ``raw`` chunks (all collections)
+``text_summary``    documents of memkit ``summary`` chunks
+``text_other``      documents memkit did not write (no memkit ``tier``)
+``metadata``        record ids, metadata values (list items too), collection
+                    metadata
+``stale_embedding`` stored vectors whose cosine to the embedding of their
+                    current text is below ``stale_threshold`` (0.99) while the
+                    current text lacks the secret: the vector still encodes an
+                    older text (e.g. redaction without re-embedding)
+``cache``           every text/blob value of every table of each SQLite file
+                    in ``cache_paths`` (LLM caches)
+``cache_disk``      raw bytes of those cache files and their -wal/-journal
+``disk_sqlite``     raw bytes of ``chroma.sqlite3`` (free pages and freed
+                    cells included)
+``disk_wal``        raw bytes of ``*-wal``, ``*-journal``, ``*-shm`` files
+``disk_log``        rows of chroma's write-ahead log table ``embeddings_queue``
+                    (read through SQL)
+``disk_fulltext``   FTS5 tables (content and index blobs, read through SQL)
+                    and an FTS5 ``MATCH`` query for the secret
+``disk_hnsw``       raw bytes of HNSW segment files (``data_level0.bin``,
+                    ``link_lists.bin``, ``header.bin``, ``length.bin``,
+                    ``index_metadata.pickle``)
+``disk_other``      raw bytes of every other file under the directory
+=================== =========================================================
+
+Matching: the exact string, and a normalized form that ignores case and treats
+spaces, hyphens and underscores as ignorable (:func:`memkit.store.secret_regex`); in
+bytes, UTF-8 with ASCII case folding. A hit's ``kind`` is ``exact`` or
+``normalized`` (``stale`` for ``stale_embedding``). Snippets and locations mask every
+occurrence, so a report never contains the secret.
+
+Read-only: files are read with ``open(..., "rb")``; SQL and the chroma API run on
+temporary copies, so the scan never creates ``-wal``/``-journal`` files or migrates
+the target. The ``stale_embedding`` check re-embeds every document (about 4 ms per
+chunk with MiniLM on two CPU cores); ``check_embeddings=False`` skips it, and
+collections whose dimension differs from the embedder's are skipped (noted in
+:attr:`ResidueReport.notes`). A vector from another embedding model counts as stale.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+import shutil
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import typer
+
+from memkit.store import TIERS, secret_regex
+
+if TYPE_CHECKING:
+    from memkit.store import TieredMemoryStore
+
+__all__ = [
+    "HNSW_FILES",
+    "SURFACES",
+    "Hit",
+    "NotAChromaDirectory",
+    "ResidueReport",
+    "register_cli",
+    "scan",
+    "secret_bytes_regex",
+]
+
+SURFACES: tuple[str, ...] = (
+    "text_raw",
+    "text_summary",
+    "text_other",
+    "metadata",
+    "stale_embedding",
+    "cache",
+    "cache_disk",
+    "disk_sqlite",
+    "disk_wal",
+    "disk_log",
+    "disk_fulltext",
+    "disk_hnsw",
+    "disk_other",
+)
+"""Every surface a :class:`ResidueReport` counts (module doc)."""
+
+HNSW_FILES = frozenset(
+    {"data_level0.bin", "link_lists.bin", "header.bin", "length.bin", "index_metadata.pickle"}
+)
+"""File names of chroma's local HNSW segment."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_WAL_SUFFIXES = ("-wal", "-journal", "-shm")
+_WINDOW = 24
+_MASK = "[SECRET]"
+_PAGE = 2000
+
+
+class NotAChromaDirectory(ValueError):
+    """The path is not a Chroma persist directory (no ``chroma.sqlite3`` inside)."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One copy of the secret.
+
+    Attributes:
+        surface: one of :data:`SURFACES`.
+        location: ``collection:id[:key]``, ``file@offset``, ``table:row:column``...
+        kind: ``exact``, ``normalized`` or ``stale``.
+        snippet: surrounding text with every occurrence replaced by ``[SECRET]``.
+    """
+
+    surface: str
+    location: str
+    kind: str
+    snippet: str
+
+
+@dataclass
+class ResidueReport:
+    """Copies of a secret per surface (module doc).
+
+    Attributes:
+        target: what was scanned.
+        surfaces: hits per surface; every surface of :data:`SURFACES` is a key.
+        notes: what was skipped and why.
+    """
+
+    target: str
+    surfaces: dict[str, list[Hit]] = field(default_factory=lambda: {s: [] for s in SURFACES})
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Number of hits per surface, zeros included, in :data:`SURFACES` order."""
+        return {s: len(self.surfaces.get(s, [])) for s in SURFACES}
+
+    @property
+    def total(self) -> int:
+        """Hits over all surfaces."""
+        return sum(self.counts().values())
+
+    @property
+    def clean(self) -> bool:
+        """True when no surface holds a copy."""
+        return self.total == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: target, clean, total, counts, hits per surface, notes."""
+        return {
+            "target": self.target,
+            "clean": self.clean,
+            "total": self.total,
+            "counts": self.counts(),
+            "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in SURFACES},
+            "notes": list(self.notes),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def add(self, hit: Hit) -> None:
+        """Record a hit (its surface must be in :data:`SURFACES`)."""
+        if hit.surface not in SURFACES:
+            raise ValueError(f"unknown surface {hit.surface!r}")
+        self.surfaces.setdefault(hit.surface, []).append(hit)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def secret_bytes_regex(secret: str) -> re.Pattern[bytes]:
+    """Bytes pattern for ``secret`` in UTF-8: exact or normalized (ASCII case folded;
+    spaces, tabs, newlines, hyphens and underscores ignorable).
+
+    Raises:
+        ValueError: empty secret or only separators.
+    """
+    secret_regex(secret)  # same validation
+    parts = []
+    for c in secret:
+        if c in " \t\r\n\f\v-_":
+            continue
+        if c.isascii() and c.isalpha():
+            parts.append(b"[" + c.lower().encode() + c.upper().encode() + b"]")
+        else:
+            parts.append(re.escape(c.encode("utf-8")))
+    return re.compile(rb"[ \t\r\n\f\v\-_]*".join(parts))
+
+
+def _spans_str(text: str, pat: re.Pattern[str], secret: str) -> list[tuple[int, int, str]]:
+    return [
+        (m.start(), m.end(), "exact" if m.group(0) == secret else "normalized")
+        for m in pat.finditer(text)
+    ]
+
+
+def _render(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: int, hi: int) -> str:
+    """Text of ``chars[lo:hi]`` (``start`` = offset of ``chars``) with spans masked."""
+    out: list[str] = []
+    i = lo
+    for s, e, _ in sorted(spans):
+        s, e = max(s, lo), min(e, hi)
+        if e <= i or s >= hi:
+            continue
+        if s > i:
+            out.append(chars[i - start : s - start])
+        out.append(_MASK)
+        i = e
+    if i < hi:
+        out.append(chars[i - start : hi - start])
+    return "".join(out).replace("\n", " ")
+
+
+def _mask(text: str, pat: re.Pattern[str]) -> str:
+    return pat.sub(_MASK, text)
+
+
+def _scan_text(
+    report: ResidueReport, surface: str, location: str, text: str, pat: re.Pattern[str], secret: str
+) -> None:
+    spans = _spans_str(text, pat, secret)
+    loc = _mask(location, pat)
+    for s, e, kind in spans:
+        lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
+        report.add(Hit(surface, loc, kind, _render(text, 0, spans, lo, hi)))
+
+
+def _printable(b: bytes) -> str:
+    return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
+
+
+def _scan_buffer(
+    report: ResidueReport,
+    surface: str,
+    location: str,
+    data: bytes | mmap.mmap,
+    bpat: re.Pattern[bytes],
+    secret_b: bytes,
+    spat: re.Pattern[str],
+) -> None:
+    matches = [(m.start(), m.end(), "exact" if m.group(0) == secret_b else "normalized")
+               for m in bpat.finditer(data)]
+    loc = _mask(location, spat)
+    for s, e, kind in matches:
+        lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
+        window = _printable(bytes(data[lo:hi]))
+        report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, matches, lo, hi)))
+
+
+def _scan_file(
+    report: ResidueReport, surface: str, path: Path, label: str,
+    bpat: re.Pattern[bytes], secret_b: bytes, spat: re.Pattern[str],
+) -> None:
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        _scan_buffer(report, surface, label, mm, bpat, secret_b, spat)
+
+
+def _scan_value(
+    report: ResidueReport, surface: str, location: str, value: Any,
+    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+) -> None:
+    if isinstance(value, str):
+        _scan_text(report, surface, location, value, spat, secret)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        _scan_buffer(report, surface, location, bytes(value), bpat, secret_b, spat)
+    elif isinstance(value, (list, tuple)):
+        for n, v in enumerate(value):
+            _scan_value(report, surface, f"{location}[{n}]", v, spat, secret, bpat, secret_b)
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def _copy_sqlite(src: Path, dst_dir: Path) -> Path:
+    """Copy an SQLite file and its -wal/-journal into ``dst_dir``; return the copy."""
+    dst = dst_dir / src.name
+    shutil.copy2(src, dst)
+    for suf in ("-wal", "-journal"):
+        side = src.with_name(src.name + suf)
+        if side.exists():
+            shutil.copy2(side, dst_dir / side.name)
+    return dst
+
+
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(16) == _SQLITE_MAGIC
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _scan_table(
+    con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
+    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+) -> None:
+    cur = con.execute(f"SELECT * FROM {_quote(table)}")
+    cols = [d[0] for d in cur.description]
+    for n, row in enumerate(cur):
+        for col, value in zip(cols, row, strict=True):
+            if isinstance(value, (str, bytes)):
+                _scan_value(report, surface, f"{prefix}{table}:row{n}:{col}", value,
+                            spat, secret, bpat, secret_b)
+
+
+def _scan_chroma_sql(
+    db: Path, report: ResidueReport,
+    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+) -> None:
+    """``disk_log`` and ``disk_fulltext`` through SQL on a copy of ``chroma.sqlite3``."""
+    with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
+        copy = _copy_sqlite(db, Path(tmp))
+        con = sqlite3.connect(copy)
+        try:
+            tables = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'"))
+            if "embeddings_queue" in tables:
+                cur = con.execute("SELECT seq_id, topic, id, metadata FROM embeddings_queue")
+                for seq, topic, rid, meta in cur:
+                    for col, value in (("topic", topic), ("id", rid), ("metadata", meta)):
+                        if isinstance(value, (str, bytes)):
+                            _scan_value(report, "disk_log", f"embeddings_queue:seq_id={seq}:{col}",
+                                        value, spat, secret, bpat, secret_b)
+            fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts5", sql, re.I))
+            for vt in fts:
+                for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
+                    _scan_table(con, report, "disk_fulltext", shadow, "", spat, secret, bpat, secret_b)
+                if len(secret) < 3:  # the trigram tokenizer cannot match shorter strings
+                    continue
+                phrase = '"' + secret.replace('"', '""') + '"'
+                try:
+                    rows = con.execute(
+                        f"SELECT rowid FROM {_quote(vt)} WHERE {_quote(vt)} MATCH ?", (phrase,)
+                    ).fetchall()
+                except sqlite3.Error as exc:
+                    report.notes.append(f"FTS MATCH on {vt} failed: {exc}")
+                    continue
+                for (rowid,) in rows:
+                    # A row whose content shows the secret is already counted above; an
+                    # index entry without such content is residue of the index alone.
+                    row = con.execute(f"SELECT * FROM {_quote(vt)} WHERE rowid = ?", (rowid,)).fetchone()
+                    if row is None or not any(isinstance(v, str) and spat.search(v) for v in row):
+                        report.add(Hit("disk_fulltext", f"{vt} MATCH rowid={rowid}", "exact",
+                                       "FTS5 index matches the secret; content row lacks it"))
+        finally:
+            con.close()
+
+
+def _scan_disk(
+    root: Path, report: ResidueReport,
+    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+) -> None:
+    """Raw-byte surfaces of a chroma directory, plus the SQL surfaces."""
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.is_symlink():
+            continue
+        rel = str(p.relative_to(root))
+        if p.name == "chroma.sqlite3":
+            surface = "disk_sqlite"
+        elif p.name.endswith(_WAL_SUFFIXES):
+            surface = "disk_wal"
+        elif p.name in HNSW_FILES:
+            surface = "disk_hnsw"
+        else:
+            surface = "disk_other"
+        _scan_file(report, surface, p, rel, bpat, secret_b, spat)
+    db = root / "chroma.sqlite3"
+    if db.exists():
+        _scan_chroma_sql(db, report, spat, secret, bpat, secret_b)
+
+
+def _scan_cache(
+    path: Path, report: ResidueReport,
+    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+) -> None:
+    if not path.is_file():
+        raise FileNotFoundError(f"cache file not found: {path}")
+    if not _is_sqlite(path):
+        raise ValueError(f"cache file {path} is not an SQLite database")
+    for f in [path] + [path.with_name(path.name + s) for s in _WAL_SUFFIXES]:
+        if f.exists():
+            _scan_file(report, "cache_disk", f, str(f), bpat, secret_b, spat)
+    with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
+        con = sqlite3.connect(_copy_sqlite(path, Path(tmp)))
+        try:
+            names = [n for (n,) in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+            for t in names:
+                try:
+                    _scan_table(con, report, "cache", t, f"{path.name}:", spat, secret, bpat, secret_b)
+                except sqlite3.Error as exc:
+                    report.notes.append(f"cache {path}: table {t} unreadable ({exc})")
+        finally:
+            con.close()
+
+
+# --------------------------------------------------------------------------- chroma API
+
+
+def _encode(embedder: Any, texts: list[str]) -> np.ndarray:
+    if hasattr(embedder, "encode"):
+        out = np.asarray(embedder.encode(texts), dtype=np.float32)
+    else:
+        out = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return out / norms
+
+
+def _scan_collections(
+    collections: Iterable[Any], report: ResidueReport, embedder: Any, check_embeddings: bool,
+    stale_threshold: float, spat: re.Pattern[str], secret: str,
+    bpat: re.Pattern[bytes], secret_b: bytes, prefix: str = "",
+) -> None:
+    dim: int | None = None
+    for col in collections:
+        name = prefix + col.name
+        for key, value in sorted((col.metadata or {}).items()):
+            _scan_value(report, "metadata", f"{name}:<collection>:{key}", value,
+                        spat, secret, bpat, secret_b)
+        n = col.count()
+        check = check_embeddings
+        for off in range(0, n, _PAGE):
+            res = col.get(limit=_PAGE, offset=off, include=["documents", "metadatas", "embeddings"])
+            ids = res["ids"]
+            if not ids:
+                break
+            docs = res.get("documents") or [None] * len(ids)
+            metas = res.get("metadatas") or [None] * len(ids)
+            vecs = res.get("embeddings")
+            for rid, doc, meta in zip(ids, docs, metas, strict=True):
+                meta = meta or {}
+                tier = meta.get("tier")
+                surface = f"text_{tier}" if tier in TIERS and "namespace" in meta else "text_other"
+                if doc:
+                    _scan_text(report, surface, f"{name}:{rid}", doc, spat, secret)
+                _scan_text(report, "metadata", f"{name}:{rid}:<id>", rid, spat, secret)
+                for key, value in sorted(meta.items()):
+                    _scan_value(report, "metadata", f"{name}:{rid}:{key}", value,
+                                spat, secret, bpat, secret_b)
+            if not check or vecs is None or len(vecs) == 0:
+                continue
+            stored = np.asarray(vecs, dtype=np.float32)
+            if dim is None:
+                dim = int(_encode(embedder, ["dimension probe"]).shape[1])
+            if stored.shape[1] != dim:
+                report.notes.append(
+                    f"{name}: stale_embedding not checked (dimension {stored.shape[1]} != {dim})"
+                )
+                check = False
+                continue
+            rows = [i for i, d in enumerate(docs) if d]
+            if not rows:
+                continue
+            fresh = _encode(embedder, [docs[i] for i in rows])
+            norms = np.linalg.norm(stored[rows], axis=1)
+            norms[norms == 0] = 1.0
+            cos = np.einsum("ij,ij->i", stored[rows], fresh) / norms
+            for i, c in zip(rows, cos, strict=True):
+                if c < stale_threshold and not spat.search(docs[i]):
+                    head = _mask(docs[i][:60], spat)
+                    report.add(Hit("stale_embedding", _mask(f"{name}:{ids[i]}", spat), "stale",
+                                   f"cos(stored, embed(text))={c:.3f}; text: {head}"))
+
+
+def _db_pairs(db: Path) -> list[tuple[str, str]]:
+    """(tenant, database) pairs of a chroma.sqlite3 (read on a copy by the caller)."""
+    con = sqlite3.connect(db)
+    try:
+        return [(t, n) for n, t in con.execute("SELECT name, tenant_id FROM databases ORDER BY tenant_id, name")]
+    finally:
+        con.close()
+
+
+def _scan_chroma_dir_api(
+    root: Path, report: ResidueReport, embedder: Any, check_embeddings: bool,
+    stale_threshold: float, spat: re.Pattern[str], secret: str,
+    bpat: re.Pattern[bytes], secret_b: bytes,
+) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
+        copy = Path(tmp) / "chroma"
+        shutil.copytree(root, copy)
+        pairs = _db_pairs(copy / "chroma.sqlite3")
+        multi = len(pairs) > 1
+        for tenant, database in pairs:
+            client = chromadb.PersistentClient(
+                path=str(copy), settings=Settings(anonymized_telemetry=False),
+                tenant=tenant, database=database,
+            )
+            try:
+                prefix = f"{tenant}/{database}/" if multi else ""
+                _scan_collections(client.list_collections(), report, embedder, check_embeddings,
+                                  stale_threshold, spat, secret, bpat, secret_b, prefix)
+            finally:
+                client.close()
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def scan(
+    target: TieredMemoryStore | str | Path,
+    secret: str,
+    *,
+    cache_paths: Sequence[str | Path] = (),
+    embedder: Any = None,
+    check_embeddings: bool = True,
+    stale_threshold: float = 0.99,
+) -> ResidueReport:
+    """Find every copy of ``secret`` in a store, its directory and caches (module doc).
+
+    Args:
+        target: a :class:`~memkit.store.TieredMemoryStore` or the path of any Chroma
+            persist directory. A directory (a persistent store's included) is scanned
+            byte by byte, then opened with ``chromadb.PersistentClient`` on a temporary
+            copy (all tenants, databases and collections). An in-memory or HTTP store is
+            read through its client (its two collections; no disk surfaces).
+        secret: the string to look for (exact and normalized form).
+        cache_paths: SQLite files (LLM caches) to scan (``cache`` and ``cache_disk``).
+        embedder: embedder for ``stale_embedding`` (``encode`` or ``embed_documents``);
+            default the store's, else :func:`memkit.models.embeddings`.
+        check_embeddings: run the ``stale_embedding`` check.
+        stale_threshold: cosine below which a stored vector counts as stale.
+
+    Returns:
+        :class:`ResidueReport` with every surface of :data:`SURFACES`.
+
+    Raises:
+        NotAChromaDirectory: ``target`` is a path without ``chroma.sqlite3``.
+        FileNotFoundError / ValueError: a cache path that is missing or not SQLite; an
+            empty secret.
+    """
+    from memkit.store import TieredMemoryStore
+
+    spat = secret_regex(secret)
+    bpat = secret_bytes_regex(secret)
+    secret_b = secret.encode("utf-8")
+    caches = [Path(p) for p in cache_paths]
+    for c in caches:
+        if not c.is_file():
+            raise FileNotFoundError(f"cache file not found: {c}")
+        if not _is_sqlite(c):
+            raise ValueError(f"cache file {c} is not an SQLite database")
+
+    if isinstance(target, TieredMemoryStore) and target.path is None:
+        # In memory or behind a server: nothing on local disk; read through the client.
+        report = ResidueReport(target=repr(target))
+        if check_embeddings and embedder is None:
+            embedder = target.embedder
+        report.notes.append("store has no local directory: disk surfaces not scanned")
+        _scan_collections(target.own_collections(), report, embedder, check_embeddings,
+                          stale_threshold, spat, secret, bpat, secret_b)
+    else:
+        # A directory (a persistent store's own, or any chroma directory): bytes first,
+        # then the chroma API on a copy. Reading through a live client is avoided because
+        # chroma rewrites HNSW files on the first read after a client opens.
+        if isinstance(target, TieredMemoryStore):
+            assert target.path is not None
+            root, label = target.path, repr(target)
+            if check_embeddings and embedder is None:
+                embedder = target.embedder
+        else:
+            root = Path(target).expanduser()
+            label = str(root.resolve()) if root.exists() else str(root)
+        if not root.is_dir() or not (root / "chroma.sqlite3").is_file():
+            raise NotAChromaDirectory(
+                f"{root} is not a Chroma persist directory (no chroma.sqlite3 inside)"
+            )
+        if not _is_sqlite(root / "chroma.sqlite3"):
+            raise NotAChromaDirectory(f"{root / 'chroma.sqlite3'} is not an SQLite database")
+        root = root.resolve()
+        report = ResidueReport(target=label)
+        if check_embeddings and embedder is None:
+            from memkit.models import embeddings
+
+            embedder = embeddings()
+        _scan_disk(root, report, spat, secret, bpat, secret_b)
+        _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
+                             spat, secret, bpat, secret_b)
+    if not check_embeddings:
+        report.notes.append("stale_embedding not checked (check_embeddings=False)")
+    for c in caches:
+        _scan_cache(c, report, spat, secret, bpat, secret_b)
+    return report
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _print_report(report: ResidueReport, limit: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    summary = Table(title=f"memkit residue: {report.target}")
+    summary.add_column("surface")
+    summary.add_column("copies", justify="right")
+    for s, n in report.counts().items():
+        summary.add_row(s, f"[bold red]{n}[/]" if n else "0")
+    console.print(summary)
+    for s in SURFACES:
+        hits = report.surfaces.get(s, [])
+        if not hits:
+            continue
+        t = Table(title=f"{s} ({len(hits)})")
+        t.add_column("location", overflow="fold")
+        t.add_column("kind")
+        t.add_column("snippet", overflow="fold")
+        for h in hits[:limit]:
+            t.add_row(h.location, h.kind, h.snippet)
+        if len(hits) > limit:
+            t.add_row(f"... {len(hits) - limit} more", "", "")
+        console.print(t)
+    for note in report.notes:
+        console.print(f"note: {note}")
+    verdict = "[green]clean: no copy found[/]" if report.clean else (
+        f"[bold red]{report.total} copies remain[/]")
+    console.print(verdict)
+
+
+def register_cli(app: typer.Typer) -> None:
+    """Register ``memkit residue PATH SECRET [--json] [--cache FILE ...]`` on ``app``.
+
+    Exit status: 0 when no copy remains, 1 when any does, 2 for a path that is not a
+    Chroma directory or another input error.
+    """
+
+    @app.command("residue")
+    def residue(
+        path: Path = typer.Argument(..., help="Chroma persist directory to scan."),
+        secret: str = typer.Argument(
+            ..., help="The string to look for; '-' reads it from stdin (keeps it out of shell history)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        cache: list[Path] = typer.Option(
+            [], "--cache", help="SQLite LLM cache file to scan too (repeatable)."
+        ),
+        no_embeddings: bool = typer.Option(
+            False, "--no-embeddings", help="Skip the stale-embedding check (no re-embedding)."
+        ),
+        limit: int = typer.Option(20, "--limit", help="Hits shown per surface in the table."),
+    ) -> None:
+        """Find every copy of SECRET left in a Chroma directory (and LLM caches).
+
+        Exits 1 when any copy remains, 0 when none does, 2 on bad input.
+        """
+        if secret == "-":
+            secret = sys.stdin.readline().rstrip("\n")
+        try:
+            report = scan(path, secret, cache_paths=cache, check_embeddings=not no_embeddings)
+        except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
+            typer.echo(f"memkit residue: error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        except (sqlite3.Error, OSError) as exc:
+            typer.echo(f"memkit residue: error: cannot read {path}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if as_json:
+            typer.echo(report.to_json())
+        else:
+            _print_report(report, limit)
+        raise typer.Exit(0 if report.clean else 1)

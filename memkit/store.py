@@ -1,0 +1,1126 @@
+"""Tiered memory store over Chroma, with provenance and deletion primitives.
+
+DESIGN.md (Vocabulary, The pipeline, Forget): a memory is a set of *chunks* in two
+tiers, ``raw`` (a user turn as written) and ``summary`` (text derived from raw turns,
+carrying the ids of the raw chunks it came from). The paper's forgetting ladder
+(arXiv 2606.10062, deletion modes) needs: delete by id, find by content, cascade
+through provenance, redact in place with re-embedding, an audit tombstone that never
+holds the secret, and compaction so that deleted text is gone from the bytes on disk.
+
+Storage layout (one chroma collection per store, cosine space, no chroma embedding
+function: vectors always come from :func:`memkit.models.embeddings`):
+
+=============== ============================================================
+chroma field    content
+=============== ============================================================
+id              :func:`chunk_id` (or any caller-chosen id)
+document        chunk text
+embedding       384-d unit vector of the text (all-MiniLM-L6-v2)
+metadata        ``tier`` (str), ``namespace`` (str), ``session_id`` (str),
+                ``turn_index`` (int), ``date`` (str), ``source_ids``
+                (list[str], summaries only; omitted when empty because chroma
+                rejects empty lists), plus :attr:`Chunk.extra` keys
+=============== ============================================================
+
+Provenance encoding: chroma >= 1.5 stores list-valued metadata natively (table
+``embedding_metadata_array``) and filters it with ``{"source_ids": {"$contains": id}}``,
+so :meth:`TieredMemoryStore.derived_from` is a chroma ``where`` query (``$or`` over
+batches of ids), not a scan. A chroma server older than 1.5 behind
+:meth:`TieredMemoryStore.http` cannot hold these chunks.
+
+Search is exact: the namespace's vectors are read once per store version into a numpy
+matrix and scored by dot product (vectors are unit norm, so this is cosine
+similarity); ties are broken by chunk id. Results for ``k`` are therefore a prefix of
+results for any larger ``k``, which approximate HNSW search does not guarantee. Memory
+cost is ``n * 384 * 4`` bytes for ``n`` chunks in the searched namespace(s).
+
+Forensic residue and :meth:`TieredMemoryStore.compact` (measured on chromadb 1.5.9
+with :func:`memkit.residue.scan`):
+
+* ``collection.delete`` leaves the deleted text in ``chroma.sqlite3``: in freed b-tree
+  cells of ``embedding_metadata``, its string index and the FTS5 content table (chroma's
+  SQLite does not use ``secure_delete``), and as a *live* row of the write-ahead log
+  table ``embeddings_queue`` (the original ``ADD``/``UPDATE`` record with the document
+  and metadata as JSON). chroma purges that log only up to the last persisted HNSW
+  state, i.e. every ``sync_threshold`` (1000) writes, so records written since then
+  stay. Purging them by hand is unsafe: on reopen, chroma rebuilds the unpersisted HNSW
+  part from the log (tested: an emptied log leaves queries returning nothing).
+* SQLite ``VACUUM`` (or ``chroma vacuum``, which purges the log up to the persisted
+  state and vacuums) removes the freed cells but not log rows newer than the last
+  persist: enough for a 10,000-chunk store whose deleted chunks were written long
+  before, not for a small store or recent writes.
+* The HNSW ``data_level0.bin`` is written from a ``malloc``-ed buffer at full capacity
+  (an index persisted while empty is 100 slots of uninitialized memory), and chroma
+  rewrites it on the first read after a client opens. Its unused slots can hold
+  whatever the process heap held, including text the process handled after deleting
+  it (observed: the secret in ``data_level0.bin`` of a freshly rebuilt store).
+
+:meth:`~TieredMemoryStore.compact` therefore rebuilds every collection into a fresh
+sibling directory from the live records (stored vectors, no re-embedding), swaps it in,
+overwrites the old files with zeros before unlinking them, re-opens, triggers chroma's
+first-read rewrite of the HNSW files and zeroes their unused capacity. After it, the
+scanner finds no copy on any surface (tests/test_residue.py); a later HNSW persist by a
+process that still holds the secret in memory can bring heap bytes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets as _secrets
+import shutil
+import sqlite3
+import struct
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
+
+__all__ = [
+    "TIERS",
+    "Chunk",
+    "CompactionReport",
+    "StoreError",
+    "TieredMemoryStore",
+    "chunk_id",
+    "secret_regex",
+]
+
+TIERS: tuple[str, ...] = ("raw", "summary")
+"""Chunk tiers (DESIGN.md, Vocabulary): ``raw`` user turns and derived ``summary`` chunks."""
+
+_RESERVED_KEYS = ("tier", "namespace", "session_id", "turn_index", "date", "source_ids")
+_SALT_KEY = "memkit_salt"
+_TOMBSTONE_SUFFIX = "-tombstones"
+_PBKDF2_ITERATIONS = 200_000
+_DERIVED_BATCH = 100
+_SEPARATORS = " \t\r\n\f\v-_"
+
+
+class StoreError(RuntimeError):
+    """A store operation that cannot run in the store's current configuration."""
+
+
+@dataclass
+class Chunk:
+    """One memory chunk (STORE_API.md).
+
+    Attributes:
+        id: unique id in the store (see :func:`chunk_id`).
+        text: the chunk text.
+        tier: ``"raw"`` or ``"summary"`` (:data:`TIERS`).
+        namespace: user or instance id; searches and deletions can be scoped to it.
+        session_id: LongMemEval session id the chunk belongs to.
+        turn_index: index of the turn in its session; ``-1`` for summaries.
+        date: session date as given by the data (free text, e.g. ``2023/05/20 (Sat) 02:21``).
+        source_ids: for summaries, the raw chunk ids the text was derived from.
+        score: cosine similarity to the query, set on search results only.
+        extra: additional scalar metadata (keys must not collide with the fields above).
+    """
+
+    id: str
+    text: str
+    tier: str
+    namespace: str
+    session_id: str
+    turn_index: int
+    date: str = ""
+    source_ids: list[str] = field(default_factory=list)
+    score: float | None = None
+    extra: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+
+@dataclass
+class CompactionReport:
+    """Result of :meth:`TieredMemoryStore.compact`.
+
+    Attributes:
+        seconds: wall-clock duration of the compaction.
+        bytes_before: total size in bytes of the files under the store directory before.
+        bytes_after: the same after compaction.
+        records: number of records (all collections) carried into the rebuilt store.
+        method: ``"rebuild"`` (fresh directory swapped in) or ``"none"`` (in-memory store).
+    """
+
+    seconds: float
+    bytes_before: int
+    bytes_after: int
+    records: int = 0
+    method: str = "rebuild"
+
+
+def chunk_id(namespace: str, session_id: str, tier: str, index: int, text: str) -> str:
+    """Deterministic id of a chunk, stable across runs and machines.
+
+    Args:
+        namespace: user or instance id.
+        session_id: session id.
+        tier: ``"raw"`` or ``"summary"``.
+        index: turn index for raw chunks; position of the summary chunk in its session.
+        text: chunk text.
+
+    Returns:
+        ``"<tier>-<32 hex>"``: the first 128 bits of SHA-256 over the JSON list of the
+        five arguments.
+
+    Raises:
+        ValueError: unknown tier.
+
+    Note: the id is a one-way function of the text, so it is not the secret, but a party
+    who holds the store and knows a secret's grammar and the surrounding text can test
+    guesses against it (the same holds for the tombstone hash, which is why that one is
+    salted and stretched with PBKDF2).
+    """
+    if tier not in TIERS:
+        raise ValueError(f"chunk_id: tier must be one of {TIERS}, got {tier!r}")
+    payload = json.dumps([namespace, session_id, tier, int(index), text], ensure_ascii=False)
+    return f"{tier}-{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}"
+
+
+def secret_regex(secret: str) -> re.Pattern[str]:
+    """Pattern matching ``secret`` exactly and in normalized form.
+
+    Normalized form (used by the residue scanner and by :meth:`TieredMemoryStore.redact`):
+    case-insensitive, and whitespace, hyphens and underscores are ignored between the
+    secret's other characters, so ``XQ7-VIOLET-3829`` also matches ``xq7 violet_3829``
+    and ``XQ7VIOLET3829``.
+
+    Raises:
+        ValueError: the secret is empty or consists only of separators.
+    """
+    core = [c for c in secret if c not in _SEPARATORS]
+    if not core:
+        raise ValueError("secret must contain at least one character that is not a space, '-' or '_'")
+    sep = r"[\s\-_]*"
+    return re.compile(sep.join(re.escape(c) for c in core), re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dir_bytes(path: Path) -> int:
+    """Total size in bytes of the regular files under ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _shred_tree(path: Path) -> None:
+    """Overwrite every file under ``path`` with zeros, fsync, then remove the tree.
+
+    Best effort against recovery from the old files' blocks; copy-on-write or
+    journaling file systems and SSD wear levelling can still keep old blocks.
+    """
+    block = b"\0" * (1 << 20)
+    for p in path.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            size = p.stat().st_size
+            with open(p, "r+b") as fh:
+                left = size
+                while left > 0:
+                    n = min(left, len(block))
+                    fh.write(block[:n])
+                    left -= n
+                fh.flush()
+                os.fsync(fh.fileno())
+    shutil.rmtree(path)
+
+
+_HNSW_HEADER = struct.Struct("<IQQQQQQiIQQQdQ")
+"""Layout of chroma's ``header.bin`` (hnswlib fork, version 1): version, offsetLevel0,
+max_elements, cur_element_count, size_data_per_element, label_offset, offsetData,
+maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction (100 bytes)."""
+
+
+def _zero_hnsw_slack(root: Path) -> int:
+    """Zero the unused capacity of every HNSW ``data_level0.bin`` under ``root``.
+
+    hnswlib allocates the level-0 buffer with ``malloc`` and chroma can write it out
+    beyond ``cur_element_count`` (an index persisted while empty is written at full
+    capacity), so those bytes are whatever the process heap held, which can include
+    text the process handled, deleted secrets included. Bytes past
+    ``cur_element_count * size_data_per_element`` are never read by the loader, so
+    zeroing them is safe. chroma rewrites the files on the first read of a collection
+    after a client opens and whenever it persists the index (every ``sync_threshold``
+    writes), so a later write can bring such bytes back. Returns the number of bytes
+    zeroed.
+    """
+    zeroed = 0
+    for header in root.rglob("header.bin"):
+        data = header.with_name("data_level0.bin")
+        raw = header.read_bytes()
+        if not data.is_file() or len(raw) != _HNSW_HEADER.size:
+            continue
+        fields = _HNSW_HEADER.unpack(raw)
+        version, cur, size_per = fields[0], fields[3], fields[4]
+        if version != 1 or size_per <= 0:
+            continue
+        used = cur * size_per
+        total = data.stat().st_size
+        if total > used:
+            with open(data, "r+b") as fh:
+                fh.seek(used)
+                fh.write(b"\0" * (total - used))
+                fh.flush()
+                os.fsync(fh.fileno())
+            zeroed += total - used
+    return zeroed
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False)
+
+
+def _utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+class TieredMemoryStore:
+    """Raw and summary memory chunks in one chroma collection (STORE_API.md).
+
+    Args:
+        path: persistent directory (``chromadb.PersistentClient``); created if missing.
+        client: any chromadb client instead (e.g. ``chromadb.HttpClient``); ``path``
+            must then be None.
+        collection: collection name (3-512 characters of ``[a-zA-Z0-9._-]``). An
+            in-memory store appends a random suffix, because chroma shares one ephemeral
+            system per process and two in-memory stores would otherwise see each other.
+        embedder: object with ``encode(list[str]) -> np.ndarray`` (preferred) or a
+            LangChain ``Embeddings``; default :func:`memkit.models.embeddings`.
+
+    With neither ``path`` nor ``client`` the store lives in memory
+    (``chromadb.EphemeralClient``). Telemetry is off. Tombstones live in a second
+    collection ``<collection>-tombstones`` whose metadata holds the store's random salt.
+
+    Raises:
+        ValueError: both ``path`` and ``client`` given, or a bad collection name.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        client: Any = None,
+        collection: str = "memkit",
+        embedder: Any = None,
+    ) -> None:
+        import chromadb
+
+        if path is not None and client is not None:
+            raise ValueError("TieredMemoryStore: give either path or client, not both")
+        self.path: Path | None = Path(path).expanduser().resolve() if path is not None else None
+        self._embedder = embedder
+        self._kind: str
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._kind = "persistent"
+            self.collection_name = collection
+        elif client is not None:
+            self._kind = "client"
+            self.collection_name = collection
+        else:
+            self._kind = "memory"
+            self.collection_name = f"{collection}-{uuid.uuid4().hex[:8]}"
+        self._client: Any = client
+        self._chromadb = chromadb
+        self._version = 0
+        self._matrix_cache: dict[tuple[Any, ...], tuple[int, list[Chunk], np.ndarray]] = {}
+        self._open()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _open(self) -> None:
+        chromadb = self._chromadb
+        if self._kind == "persistent":
+            self._client = chromadb.PersistentClient(path=str(self.path), settings=_settings())
+        elif self._kind == "memory" and self._client is None:
+            self._client = chromadb.EphemeralClient(settings=_settings())
+        self._collection = self._client.get_or_create_collection(
+            self.collection_name,
+            embedding_function=None,
+            configuration={"hnsw": {"space": "cosine"}},
+            metadata={"memkit": "chunks"},
+        )
+        self._tombs = self._client.get_or_create_collection(
+            self.collection_name + _TOMBSTONE_SUFFIX,
+            embedding_function=None,
+            metadata={"memkit": "tombstones", _SALT_KEY: _secrets.token_hex(16)},
+        )
+        salt = (self._tombs.metadata or {}).get(_SALT_KEY)
+        if not isinstance(salt, str) or not salt:
+            raise StoreError(
+                f"collection {self._tombs.name!r} has no {_SALT_KEY!r} metadata; "
+                "it was not written by memkit"
+            )
+        self._salt = bytes.fromhex(salt)
+
+    @classmethod
+    def http(cls, host: str, port: int = 8000, **kw: Any) -> TieredMemoryStore:
+        """Store backed by a chroma server (``chromadb.HttpClient``, telemetry off).
+
+        Args:
+            host: server host name.
+            port: server port.
+            **kw: passed to :class:`TieredMemoryStore` (``collection``, ``embedder``).
+
+        Raises:
+            StoreError: the server cannot be reached.
+        """
+        import chromadb
+
+        try:
+            client = chromadb.HttpClient(host=host, port=port, settings=_settings())
+            client.heartbeat()
+        except Exception as exc:  # chromadb raises several types for connection errors
+            raise StoreError(
+                f"cannot reach a chroma server at {host}:{port} ({exc}); start one with "
+                f"`chroma run --path DIR --port {port}`"
+            ) from exc
+        return cls(client=client, **kw)
+
+    @property
+    def client(self) -> Any:
+        """The underlying chromadb client."""
+        return self._client
+
+    @property
+    def collection(self) -> Any:
+        """The chroma collection holding the chunks."""
+        return self._collection
+
+    @property
+    def tombstone_collection(self) -> Any:
+        """The chroma collection holding audit tombstones."""
+        return self._tombs
+
+    def own_collections(self) -> list[Any]:
+        """Collections this store is responsible for.
+
+        All collections of the directory for a persistent store (compaction rebuilds
+        them all); the chunk and tombstone collections otherwise.
+        """
+        if self._kind == "persistent":
+            return list(self._client.list_collections())
+        return [self._collection, self._tombs]
+
+    def close(self) -> None:
+        """Release the chroma client (persistent stores) or drop the private collections
+        (in-memory stores). The store is unusable afterwards."""
+        if self._kind == "persistent":
+            self._client.close()
+        elif self._kind == "memory":
+            for name in (self.collection_name, self.collection_name + _TOMBSTONE_SUFFIX):
+                try:
+                    self._client.delete_collection(name)
+                except Exception:  # already gone
+                    pass
+        self._matrix_cache.clear()
+
+    def __enter__(self) -> TieredMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else self._kind
+        return f"TieredMemoryStore({where!r}, collection={self.collection_name!r})"
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder (loaded on first use)."""
+        if self._embedder is None:
+            from memkit.models import embeddings
+
+            self._embedder = embeddings()
+        return self._embedder
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in one batched call: ``(len(texts), d)`` float32, unit rows."""
+        texts = list(texts)
+        emb = self.embedder
+        if hasattr(emb, "encode"):
+            out = np.asarray(emb.encode(texts), dtype=np.float32)
+        else:
+            out = np.asarray(emb.embed_documents(texts), dtype=np.float32)
+        if out.ndim != 2 or out.shape[0] != len(texts):
+            raise StoreError(f"embedder returned shape {out.shape} for {len(texts)} texts")
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+    def _batch(self) -> int:
+        try:
+            return max(1, int(self._client.get_max_batch_size()))
+        except Exception:
+            return 1000
+
+    def _touch(self) -> None:
+        self._version += 1
+        self._matrix_cache.clear()
+
+    # ------------------------------------------------------------------ encoding
+
+    @staticmethod
+    def _validate(chunk: Chunk, where: str) -> None:
+        if not isinstance(chunk, Chunk):
+            raise TypeError(f"{where}: expected Chunk, got {type(chunk).__name__}")
+        if not isinstance(chunk.id, str) or not chunk.id:
+            raise ValueError(f"{where}: field 'id' must be a non-empty string")
+        if chunk.tier not in TIERS:
+            raise ValueError(f"{where} (id {chunk.id!r}): field 'tier' must be one of {TIERS}, got {chunk.tier!r}")
+        if not isinstance(chunk.namespace, str) or not chunk.namespace:
+            raise ValueError(f"{where} (id {chunk.id!r}): field 'namespace' must be a non-empty string")
+        if not isinstance(chunk.text, str):
+            raise ValueError(f"{where} (id {chunk.id!r}): field 'text' must be a string")
+        if not isinstance(chunk.session_id, str):
+            raise ValueError(f"{where} (id {chunk.id!r}): field 'session_id' must be a string")
+        if isinstance(chunk.turn_index, bool) or not isinstance(chunk.turn_index, (int, np.integer)):
+            raise ValueError(f"{where} (id {chunk.id!r}): field 'turn_index' must be an int")
+        if chunk.tier == "raw" and chunk.source_ids:
+            raise ValueError(f"{where} (id {chunk.id!r}): raw chunks cannot have 'source_ids'")
+        if any(not isinstance(s, str) or not s for s in chunk.source_ids):
+            raise ValueError(f"{where} (id {chunk.id!r}): 'source_ids' must be non-empty strings")
+        for key, value in chunk.extra.items():
+            if key in _RESERVED_KEYS or key.startswith(("chroma:", "#", "$")):
+                raise ValueError(f"{where} (id {chunk.id!r}): extra key {key!r} is reserved")
+            if not isinstance(value, (str, int, float, bool)):
+                raise ValueError(
+                    f"{where} (id {chunk.id!r}): extra[{key!r}] must be str/int/float/bool, "
+                    f"got {type(value).__name__}"
+                )
+
+    @staticmethod
+    def _to_metadata(chunk: Chunk) -> dict[str, Any]:
+        meta: dict[str, Any] = dict(chunk.extra)
+        meta.update(
+            tier=chunk.tier,
+            namespace=chunk.namespace,
+            session_id=chunk.session_id,
+            turn_index=int(chunk.turn_index),
+            date=chunk.date,
+        )
+        if chunk.source_ids:
+            meta["source_ids"] = list(chunk.source_ids)
+        return meta
+
+    @staticmethod
+    def _from_record(cid: str, doc: str | None, meta: dict[str, Any] | None) -> Chunk:
+        meta = dict(meta or {})
+        src = meta.pop("source_ids", None) or []
+        return Chunk(
+            id=cid,
+            text=doc or "",
+            tier=str(meta.pop("tier", "")),
+            namespace=str(meta.pop("namespace", "")),
+            session_id=str(meta.pop("session_id", "")),
+            turn_index=int(meta.pop("turn_index", -1)),
+            date=str(meta.pop("date", "")),
+            source_ids=[str(s) for s in src],
+            extra=meta,
+        )
+
+    @staticmethod
+    def _where(
+        namespace: str | None = None,
+        tiers: Sequence[str] | None = None,
+        session_id: str | None = None,
+        extra: Iterable[dict[str, Any]] = (),
+    ) -> dict[str, Any] | None:
+        conds: list[dict[str, Any]] = []
+        if namespace is not None:
+            conds.append({"namespace": namespace})
+        if tiers is not None:
+            tiers = list(tiers)
+            bad = [t for t in tiers if t not in TIERS]
+            if bad:
+                raise ValueError(f"tiers must be drawn from {TIERS}, got {bad}")
+            conds.append({"tier": {"$in": tiers}})
+        if session_id is not None:
+            conds.append({"session_id": session_id})
+        conds.extend(extra)
+        if not conds:
+            return None
+        return conds[0] if len(conds) == 1 else {"$and": conds}
+
+    def _get(self, *, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None,
+             embeddings: bool = False) -> tuple[list[Chunk], np.ndarray | None]:
+        include = ["documents", "metadatas"] + (["embeddings"] if embeddings else [])
+        kw: dict[str, Any] = {"include": include}
+        if ids is not None:
+            kw["ids"] = list(ids)
+        if where is not None:
+            kw["where"] = where
+        res = self._collection.get(**kw)
+        chunks = [
+            self._from_record(i, d, m)
+            for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
+        ]
+        vecs = None
+        if embeddings:
+            raw = res.get("embeddings")
+            vecs = (
+                np.asarray(raw, dtype=np.float32)
+                if raw is not None and len(raw)
+                else np.zeros((0, 0), dtype=np.float32)
+            )
+        return chunks, vecs
+
+    def _put(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Upsert chunks with given vectors (no embedding), in client-sized batches."""
+        b = self._batch()
+        for s in range(0, len(chunks), b):
+            part = chunks[s : s + b]
+            self._collection.upsert(
+                ids=[c.id for c in part],
+                documents=[c.text for c in part],
+                metadatas=[self._to_metadata(c) for c in part],
+                embeddings=np.asarray(vectors[s : s + b], dtype=np.float32),
+            )
+        self._touch()
+
+    # ------------------------------------------------------------------ write / read
+
+    def add(self, chunks: Sequence[Chunk]) -> list[str]:
+        """Embed the chunks' texts in one batch and upsert them.
+
+        Args:
+            chunks: chunks to write; an existing id is overwritten.
+
+        Returns:
+            The ids written, in input order.
+
+        Raises:
+            ValueError: an invalid field (the message names the chunk and field) or a
+                duplicate id within ``chunks``.
+        """
+        chunks = list(chunks)
+        seen: set[str] = set()
+        for i, c in enumerate(chunks):
+            self._validate(c, f"add: chunk {i}")
+            if c.id in seen:
+                raise ValueError(f"add: chunk {i}: duplicate id {c.id!r} in one call")
+            seen.add(c.id)
+        if not chunks:
+            return []
+        self._put(chunks, self._encode([c.text for c in chunks]))
+        return [c.id for c in chunks]
+
+    def get(self, ids: Sequence[str]) -> list[Chunk]:
+        """Chunks with the given ids, in the order given; unknown ids are skipped."""
+        ids = list(ids)
+        if not ids:
+            return []
+        found, _ = self._get(ids=ids)
+        by_id = {c.id: c for c in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    @staticmethod
+    def _order_key(c: Chunk) -> tuple[Any, ...]:
+        tier = TIERS.index(c.tier) if c.tier in TIERS else len(TIERS)
+        return (c.namespace, tier, c.date, c.session_id, c.turn_index, c.id)
+
+    def chunks(
+        self,
+        *,
+        namespace: str | None = None,
+        tiers: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[Chunk]:
+        """All chunks matching the filters, ordered by (namespace, tier, date, session,
+        turn index, id)."""
+        found, _ = self._get(where=self._where(namespace, tiers, session_id))
+        return sorted(found, key=self._order_key)
+
+    def count(self, *, namespace: str | None = None, tiers: Sequence[str] | None = None) -> int:
+        """Number of chunks matching the filters."""
+        where = self._where(namespace, tiers)
+        if where is None:
+            return int(self._collection.count())
+        return len(self._collection.get(where=where, include=[])["ids"])
+
+    def embeddings_of(self, ids: Sequence[str]) -> np.ndarray:
+        """Stored vectors of ``ids`` as a ``(len(ids), d)`` float32 array, in order.
+
+        Raises:
+            KeyError: an id is not in the store.
+        """
+        ids = list(ids)
+        if not ids:
+            return np.zeros((0, 0), dtype=np.float32)
+        res = self._collection.get(ids=ids, include=["embeddings"])
+        pos = {i: n for n, i in enumerate(res["ids"])}
+        missing = [i for i in ids if i not in pos]
+        if missing:
+            raise KeyError(f"embeddings_of: ids not in the store: {missing[:5]}")
+        vecs = np.asarray(res["embeddings"], dtype=np.float32)
+        return vecs[[pos[i] for i in ids]]
+
+    # ------------------------------------------------------------------ search
+
+    def _matrix(self, namespace: str | None, tiers: Sequence[str]) -> tuple[list[Chunk], np.ndarray]:
+        key = (namespace, tuple(sorted(set(tiers))))
+        hit = self._matrix_cache.get(key)
+        if hit is not None and hit[0] == self._version:
+            return hit[1], hit[2]
+        found, vecs = self._get(where=self._where(namespace, tiers), embeddings=True)
+        order = sorted(range(len(found)), key=lambda n: found[n].id)
+        chunks = [found[n] for n in order]
+        mat = vecs[order] if len(order) else np.zeros((0, 0), dtype=np.float32)
+        if len(mat):
+            norms = np.linalg.norm(mat, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            mat = mat / norms
+        self._matrix_cache[key] = (self._version, chunks, mat)
+        return chunks, mat
+
+    def search(
+        self,
+        query: str,
+        k: int,
+        *,
+        tiers: Sequence[str] = ("raw",),
+        namespace: str | None = None,
+    ) -> list[Chunk]:
+        """Top-``k`` chunks by cosine similarity to ``query`` (exact, see module doc).
+
+        Args:
+            query: query text (embedded with the store's embedder).
+            k: number of results (>= 0); fewer when the scope holds fewer chunks.
+            tiers: tiers to search.
+            namespace: restrict to one namespace; None searches all.
+
+        Returns:
+            Chunks with ``score`` set, by descending score, ties by ascending id, so the
+            result for ``k`` is a prefix of the result for any ``k' > k``.
+
+        Raises:
+            ValueError: negative ``k`` or an unknown tier.
+        """
+        return self.search_many([query], k, tiers=tiers, namespace=namespace)[0]
+
+    def search_many(
+        self,
+        queries: Sequence[str],
+        k: int,
+        *,
+        tiers: Sequence[str] = ("raw",),
+        namespace: str | None = None,
+    ) -> list[list[Chunk]]:
+        """:meth:`search` for several queries with one batched embedding call."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValueError(f"search: k must be a non-negative int, got {k!r}")
+        if isinstance(queries, str):
+            raise TypeError("search_many: queries must be a sequence of strings, not a string")
+        queries = list(queries)
+        if not queries:
+            return []
+        chunks, mat = self._matrix(namespace, tiers)
+        if not chunks or k == 0:
+            return [[] for _ in queries]
+        q = self._encode(queries)
+        scores = q @ mat.T  # (n_queries, n_chunks); rows of mat are sorted by id
+        out: list[list[Chunk]] = []
+        for row in scores:
+            order = np.argsort(-row, kind="stable")[: int(k)]
+            res = []
+            for n in order:
+                c = chunks[int(n)]
+                res.append(
+                    Chunk(
+                        id=c.id, text=c.text, tier=c.tier, namespace=c.namespace,
+                        session_id=c.session_id, turn_index=c.turn_index, date=c.date,
+                        source_ids=list(c.source_ids), score=float(row[n]), extra=dict(c.extra),
+                    )
+                )
+            out.append(res)
+        return out
+
+    # ------------------------------------------------------------------ deletion primitives
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Delete chunks (text, metadata and vector) by id.
+
+        Returns:
+            The ids that existed and were deleted, in input order (duplicates once).
+
+        Note: the deleted text stays in the bytes of ``chroma.sqlite3`` until
+        :meth:`compact` (module doc).
+        """
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        existing = set(self._collection.get(ids=ids, include=[])["ids"])
+        gone = [i for i in ids if i in existing]
+        b = self._batch()
+        for s in range(0, len(gone), b):
+            self._collection.delete(ids=gone[s : s + b])
+        if gone:
+            self._touch()
+        return gone
+
+    def find_containing(
+        self,
+        text: str,
+        *,
+        namespace: str | None = None,
+        tiers: Sequence[str] | None = None,
+        normalized: bool = False,
+    ) -> list[Chunk]:
+        """Chunks whose text contains ``text``.
+
+        Args:
+            text: substring to look for (exact, case-sensitive).
+            namespace: restrict to one namespace.
+            tiers: restrict to these tiers.
+            normalized: also match the normalized form of :func:`secret_regex`
+                (case-insensitive; spaces, hyphens and underscores ignored).
+
+        Returns:
+            Matching chunks in :meth:`chunks` order.
+
+        Raises:
+            ValueError: empty ``text``.
+        """
+        if not text:
+            raise ValueError("find_containing: text must be non-empty")
+        pat = secret_regex(text) if normalized else None
+        out = []
+        for c in self.chunks(namespace=namespace, tiers=tiers):
+            if text in c.text or (pat is not None and pat.search(c.text)):
+                out.append(c)
+        return out
+
+    def derived_from(
+        self,
+        raw_ids: Sequence[str],
+        *,
+        namespace: str | None = None,
+        transitive: bool = True,
+    ) -> list[Chunk]:
+        """Chunks whose ``source_ids`` include any of ``raw_ids`` (provenance cascade).
+
+        Args:
+            raw_ids: ids of the chunks to cascade from.
+            namespace: restrict to one namespace.
+            transitive: also follow chunks derived from derived chunks.
+
+        Returns:
+            The derived chunks (excluding ``raw_ids`` themselves) in :meth:`chunks` order.
+        """
+        frontier = list(dict.fromkeys(raw_ids))
+        seen: set[str] = set(frontier)
+        found: dict[str, Chunk] = {}
+        while frontier:
+            nxt: list[str] = []
+            for s in range(0, len(frontier), _DERIVED_BATCH):
+                part = frontier[s : s + _DERIVED_BATCH]
+                ors = [{"source_ids": {"$contains": i}} for i in part]
+                cond = ors[0] if len(ors) == 1 else {"$or": ors}
+                chunks, _ = self._get(where=self._where(namespace, None, None, [cond]))
+                for c in chunks:
+                    if c.id not in seen:
+                        seen.add(c.id)
+                        found[c.id] = c
+                        nxt.append(c.id)
+            frontier = nxt if transitive else []
+        return sorted(found.values(), key=self._order_key)
+
+    def redact(
+        self,
+        secret: str,
+        *,
+        replacement: str = "[REDACTED]",
+        namespace: str | None = None,
+        tiers: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Replace every occurrence of ``secret`` (exact or normalized form, see
+        :func:`secret_regex`) in chunk text and string metadata with ``replacement``,
+        and re-embed the changed texts so each vector matches its new text.
+
+        Returns:
+            Ids of the chunks changed, in :meth:`chunks` order.
+
+        Raises:
+            ValueError: empty secret, or a replacement that itself contains the secret.
+        """
+        pat = secret_regex(secret)
+        if pat.search(replacement):
+            raise ValueError("redact: the replacement contains the secret")
+        changed: list[Chunk] = []
+        for c in self.chunks(namespace=namespace, tiers=tiers):
+            new_text = pat.sub(replacement, c.text)
+            new_extra = {
+                k: (pat.sub(replacement, v) if isinstance(v, str) else v) for k, v in c.extra.items()
+            }
+            new_fields = {
+                f: pat.sub(replacement, getattr(c, f)) for f in ("session_id", "date", "namespace")
+            }
+            if new_text != c.text or new_extra != c.extra or any(
+                new_fields[f] != getattr(c, f) for f in new_fields
+            ):
+                if new_fields["namespace"] != c.namespace:
+                    raise ValueError(f"redact: namespace of chunk {c.id!r} contains the secret")
+                c.text, c.extra = new_text, new_extra
+                c.session_id, c.date = new_fields["session_id"], new_fields["date"]
+                changed.append(c)
+        if changed:
+            self._put(changed, self._encode([c.text for c in changed]))
+        return [c.id for c in changed]
+
+    # ------------------------------------------------------------------ tombstones
+
+    def _hash_secret(self, secret: str) -> str:
+        return hashlib.pbkdf2_hmac("sha256", secret.encode("utf-8"), self._salt, _PBKDF2_ITERATIONS).hex()
+
+    def tombstone(
+        self,
+        secret: str,
+        chunk_ids: Sequence[str],
+        *,
+        namespace: str,
+        reason: str = "forget",
+    ) -> dict[str, Any]:
+        """Write an audit record of a deletion: salted hash of the secret, time, ids.
+
+        The hash is PBKDF2-HMAC-SHA256 (200,000 iterations) keyed with the store's
+        random 16-byte salt (kept in the tombstone collection's metadata); the secret
+        itself is never written. The record lives in the ``<collection>-tombstones``
+        collection (document = the record as JSON, a 1-d placeholder vector).
+
+        Args:
+            secret: the forgotten string.
+            chunk_ids: ids of the chunks deleted or redacted.
+            namespace: namespace the deletion applied to.
+            reason: free-text label (must not contain the secret).
+
+        Returns:
+            The record: ``id``, ``namespace``, ``reason``, ``time`` (ISO-8601 UTC),
+            ``chunk_ids``, ``hash``, ``hash_alg``, ``iterations``.
+
+        Raises:
+            ValueError: empty secret, or ``reason``/``namespace``/ids containing it.
+        """
+        if not secret:
+            raise ValueError("tombstone: secret must be non-empty")
+        pat = secret_regex(secret)
+        for label, value in [("reason", reason), ("namespace", namespace), *(("chunk id", i) for i in chunk_ids)]:
+            if pat.search(value):
+                raise ValueError(f"tombstone: {label} contains the secret; it would be written to disk")
+        record = {
+            "id": uuid.uuid4().hex,
+            "namespace": namespace,
+            "reason": reason,
+            "time": _utcnow(),
+            "chunk_ids": list(chunk_ids),
+            "hash": self._hash_secret(secret),
+            "hash_alg": "pbkdf2_hmac_sha256",
+            "iterations": _PBKDF2_ITERATIONS,
+        }
+        self._tombs.add(
+            ids=[record["id"]],
+            documents=[json.dumps(record, sort_keys=True)],
+            metadatas=[{"namespace": namespace, "time": record["time"], "reason": reason}],
+            embeddings=np.ones((1, 1), dtype=np.float32),
+        )
+        return record
+
+    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Tombstone records (see :meth:`tombstone`), oldest first."""
+        kw: dict[str, Any] = {"include": ["documents"]}
+        if namespace is not None:
+            kw["where"] = {"namespace": namespace}
+        res = self._tombs.get(**kw)
+        recs = [json.loads(d) for d in res["documents"]]
+        return sorted(recs, key=lambda r: (r["time"], r["id"]))
+
+    def matches_tombstone(self, secret: str, record: dict[str, Any]) -> bool:
+        """Whether ``secret`` is the string a tombstone ``record`` was written for."""
+        return hmac.compare_digest(self._hash_secret(secret), str(record.get("hash", "")))
+
+    # ------------------------------------------------------------------ copy / compact
+
+    def copy_namespace(
+        self,
+        src: str,
+        dst: str,
+        *,
+        target: TieredMemoryStore | None = None,
+        overwrite: bool = False,
+    ) -> int:
+        """Copy every chunk of namespace ``src`` into namespace ``dst`` with the stored
+        vectors (no re-embedding).
+
+        Ids are kept when ``dst == src`` (copy into another store); otherwise each id
+        becomes ``<tier>-<sha256(dst, old id)[:32]>`` and ``source_ids`` are remapped
+        the same way, so provenance stays consistent inside the copy. Tombstones are not
+        copied.
+
+        Args:
+            src: source namespace.
+            dst: destination namespace.
+            target: destination store (default: this store).
+            overwrite: first delete whatever ``dst`` already holds in ``target``.
+
+        Returns:
+            Number of chunks copied.
+
+        Raises:
+            ValueError: ``src == dst`` within one store, or ``dst`` is not empty and
+                ``overwrite`` is False.
+        """
+        target = self if target is None else target
+        if target is self and src == dst:
+            raise ValueError("copy_namespace: src and dst are the same namespace of the same store")
+        existing = target.chunks(namespace=dst)
+        if existing:
+            if not overwrite:
+                raise ValueError(
+                    f"copy_namespace: namespace {dst!r} already holds {len(existing)} chunks; "
+                    "pass overwrite=True to replace them"
+                )
+            target.delete([c.id for c in existing])
+        chunks, vecs = self._get(where=self._where(src), embeddings=True)
+        if not chunks:
+            return 0
+
+        def remap(old: str) -> str:
+            if dst == src:
+                return old
+            tier = old.split("-", 1)[0] if old.split("-", 1)[0] in TIERS else "chunk"
+            return f"{tier}-{hashlib.sha256(json.dumps([dst, old]).encode()).hexdigest()[:32]}"
+
+        for c in chunks:
+            c.id = remap(c.id)
+            c.namespace = dst
+            c.source_ids = [remap(s) for s in c.source_ids]
+        assert vecs is not None
+        target._put(chunks, vecs)
+        return len(chunks)
+
+    def _sqlite_collection_count(self) -> int:
+        assert self.path is not None
+        uri = f"file:{self.path / 'chroma.sqlite3'}?mode=ro"
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
+        finally:
+            con.close()
+
+    def compact(self) -> CompactionReport:
+        """Rewrite the store so deleted and overwritten text is gone from the disk.
+
+        Rebuilds every collection of the directory into a fresh sibling directory from
+        the live records (ids, documents, metadata, stored vectors; collection metadata
+        and configuration), closes the client, swaps the fresh directory in, overwrites
+        the old files with zeros and removes them, and re-opens. An in-memory store has
+        nothing on disk (method ``"none"``).
+
+        Returns:
+            :class:`CompactionReport`.
+
+        Raises:
+            StoreError: the store is behind a client that memkit did not open (HTTP), the
+                directory holds collections of other tenants/databases, another client in
+                this process still holds the directory open, or the rebuilt store does
+                not hold the same records.
+        """
+        t0 = time.perf_counter()
+        if self._kind == "memory":
+            return CompactionReport(time.perf_counter() - t0, 0, 0, self._collection.count(), "none")
+        if self._kind != "persistent" or self.path is None:
+            raise StoreError(
+                "compact() needs a local persistent store (TieredMemoryStore(path)); a "
+                "chroma server compacts its own storage (run `chroma vacuum` on its path "
+                "and rebuild the collection)"
+            )
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        path = self.path
+        before = _dir_bytes(path)
+        cols = list(self._client.list_collections())
+        if self._sqlite_collection_count() != len(cols):
+            raise StoreError(
+                f"compact: {path} holds collections outside the default tenant/database; "
+                "memkit only rebuilds the default database"
+            )
+        fresh = path.parent / f".{path.name}.compact-{uuid.uuid4().hex[:8]}"
+        records = 0
+        expected: dict[str, int] = {}
+        new_client = self._chromadb.PersistentClient(path=str(fresh), settings=_settings())
+        try:
+            b = self._batch()
+            for col in cols:
+                config = dict(col.configuration or {})
+                # Keep a foreign collection's embedding-function config (memkit's is None);
+                # records are copied with their vectors, so it is never called here.
+                ef = config.pop("embedding_function", None)
+                config = {k: v for k, v in config.items() if v is not None}
+                new = new_client.create_collection(
+                    col.name,
+                    configuration=config or None,
+                    metadata=col.metadata or None,
+                    embedding_function=ef,
+                )
+                n = col.count()
+                expected[col.name] = n
+                for off in range(0, n, b):
+                    res = col.get(
+                        limit=b, offset=off, include=["documents", "metadatas", "embeddings"]
+                    )
+                    if not res["ids"]:
+                        break
+                    new.add(
+                        ids=res["ids"],
+                        documents=res["documents"],
+                        metadatas=res["metadatas"],
+                        embeddings=np.asarray(res["embeddings"], dtype=np.float32),
+                    )
+                    records += len(res["ids"])
+            got = {c.name: c.count() for c in new_client.list_collections()}
+            if got != expected:
+                raise StoreError(f"compact: rebuilt store holds {got}, expected {expected}")
+        except BaseException:
+            new_client.close()
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+        new_client.close()
+        # The rebuild itself purged log rows (chroma trims its log at each HNSW persist):
+        # their pages hold only live data, but VACUUM returns the space.
+        con = sqlite3.connect(fresh / "chroma.sqlite3")
+        try:
+            con.execute("VACUUM")
+        finally:
+            con.close()
+        _zero_hnsw_slack(fresh)
+        self._client.close()
+        if str(path) in SharedSystemClient._identifier_to_system:
+            shutil.rmtree(fresh, ignore_errors=True)
+            self._open()
+            raise StoreError(
+                f"compact: another chroma client in this process still holds {path} open; "
+                "close it (client.close() / store.close()) and retry"
+            )
+        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(path, old)
+        os.replace(fresh, path)
+        _shred_tree(old)
+        self._open()
+        # chroma rewrites each HNSW segment (from uninitialized memory, see
+        # _zero_hnsw_slack) on the first read after a client opens; make that happen
+        # now and clean up after it, so later reads (a residue scan) do not.
+        for col in self._client.list_collections():
+            col.count()
+        _zero_hnsw_slack(path)
+        self._touch()
+        return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")
