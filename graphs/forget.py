@@ -192,6 +192,11 @@ def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[st
 
 def _purge_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     result.cache_entries_purged += sum(int(c.purge(state["secret"])) for c in ctx.caches)
+    # The shared embedder memoises recent texts in process memory: drop the secret's.
+    from memkit.models import embeddings
+
+    if embeddings.cache_info().currsize:  # loaded in this process
+        embeddings().forget(state["secret"])
     return {}
 
 

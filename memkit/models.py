@@ -151,6 +151,7 @@ class MiniLMEmbeddings(Embeddings):
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         with self._lock:
             todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
+            fresh: dict[str, np.ndarray] = {}
             if todo:
                 vecs = self.model.encode(
                     todo,
@@ -159,13 +160,28 @@ class MiniLMEmbeddings(Embeddings):
                     convert_to_numpy=True,
                     show_progress_bar=False,
                 )
-                for t, v in zip(todo, np.asarray(vecs, dtype=np.float32), strict=True):
-                    self._memo[t] = v
+                fresh = dict(zip(todo, np.asarray(vecs, dtype=np.float32), strict=True))
+            out = np.stack([fresh[t] if t in fresh else self._memo[t] for t in texts])
+            for t in texts:
+                if t in self._memo:
                     self._memo.move_to_end(t)
-                while len(self._memo) > self.cache_size:
-                    self._memo.popitem(last=False)
-            out = np.stack([self._memo[t] for t in texts])
-        return out.copy()
+            self._memo.update(fresh)
+            while len(self._memo) > self.cache_size:
+                self._memo.popitem(last=False)
+        return out
+
+    def forget(self, secret: str) -> int:
+        """Drop memoised texts that contain ``secret`` (case-insensitive); returns how many.
+
+        The memo is process memory; chroma can copy process memory into HNSW file
+        slack (see ``memkit.store``), so the forget graph's cache purge clears it too.
+        """
+        needle = secret.casefold()
+        with self._lock:
+            gone = [t for t in self._memo if needle in t.casefold()]
+            for t in gone:
+                del self._memo[t]
+        return len(gone)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents: a list of 384-float unit vectors, one per text."""

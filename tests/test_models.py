@@ -114,3 +114,14 @@ def test_encode_memo_matches_fresh_encoding(embedder):
     np.testing.assert_allclose(again, first[::-1], atol=1e-6)
     first[0, :] = 0.0  # callers may mutate what they get without corrupting the memo
     np.testing.assert_allclose(embedder.encode(texts[:1])[0], fresh[0], atol=1e-5)
+
+
+def test_encode_memo_bounded_and_forgettable():
+    from memkit.models import MiniLMEmbeddings
+
+    small = MiniLMEmbeddings(cache_size=1)
+    vecs = small.encode(["one sentence here", "another sentence there", "one sentence here"])
+    assert vecs.shape == (3, 384) and len(small._memo) == 1
+    np.testing.assert_allclose(vecs[0], vecs[2])
+    small.encode(["my private session token is XQ7-VIOLET-3829"])
+    assert small.forget("xq7-violet-3829") == 1 and len(small._memo) == 0
