@@ -129,8 +129,16 @@ def _default_output(out: Any) -> str:
 
 
 def _has_messages_channel(agent: Any) -> bool:
-    channels = getattr(agent, "channels", None)
-    return isinstance(channels, Mapping) and "messages" in channels
+    """Whether the agent (or the graph a ``with_config`` binding wraps) has a
+    ``messages`` channel."""
+    for _ in range(8):
+        channels = getattr(agent, "channels", None)
+        if isinstance(channels, Mapping):
+            return "messages" in channels
+        agent = getattr(agent, "bound", None)
+        if agent is None:
+            return False
+    return False
 
 
 def as_asker(
@@ -536,7 +544,7 @@ def audit(
     n: int = 4,
     seed: int = 0,
     kind: str = "token",
-    store: MemkitStore | None = None,
+    store: MemkitStore | TieredMemoryStore | None = None,
     residue: bool = True,
     input_fn: Callable[[str], Any] | None = None,
     output_fn: Callable[[Any], str] | None = None,
@@ -556,8 +564,11 @@ def audit(
         n: instances (one user each) to sample or generate.
         seed: seeds the sample, synthetic data, canaries and bootstrap CIs.
         kind: canary kind (:data:`memkit.canaries.KINDS`); the probes name it.
-        store: the agent's :class:`~memkit.langgraph_store.MemkitStore`, if any: gives
-            FRS per tier (retrieval restricted per tier) and the residue scan.
+        store: the agent's memory, if memkit can see it: a
+            :class:`~memkit.langgraph_store.MemkitStore` gives FRS per tier (its
+            retrieval restricted per tier) and the residue scan; a
+            :class:`~memkit.store.TieredMemoryStore` the residue scan only (the agent
+            picks its own tiers, so FRS is the overall AER_max after forget).
         residue: scan the store for each canary after forgetting (needs ``store``).
         input_fn, output_fn: adapters for a Runnable agent (:func:`as_asker`).
         synthetic_sessions, synthetic_turns: synthetic instance sizes (int or range).
@@ -614,9 +625,10 @@ def audit(
     if store is not None and residue:
         from memkit.residue import SURFACES, scan
 
+        tiered = store.tiered if isinstance(store, MemkitStore) else store
         counts = dict.fromkeys(SURFACES, 0)
         for canary in canaries:
-            for surface, c in scan(store.tiered, canary.value).counts().items():
+            for surface, c in scan(tiered, canary.value).counts().items():
                 counts[surface] += int(c > 0)
         result.residue = counts
     after_correct = _question_round(ask, users=users, instances=instances, phase="forget", run_id=run_id,
@@ -625,7 +637,7 @@ def audit(
     after = _probe_round(ask, users=users, canaries=canaries, kind=kind, phase="forget", tier=None,
                          run_id=run_id, records=records)
     result.aer_after = aer_by_level(after)
-    if store is not None:
+    if isinstance(store, MemkitStore):
         frs: dict[str, float] = {}
         for tier in TIERS:
             with store.restrict_tiers((tier,)):
