@@ -122,7 +122,9 @@ def compute_metrics(
         "decomposition", "nondeterministic_surfaces"}``. The ``disk_hnsw`` forensic
         counts vary between runs of the same seed: chroma's HNSW writer copies
         uninitialised heap memory (which may hold text the process handled) into
-        file slack, see ``memkit.store._zero_hnsw_slack``.
+        file slack, see ``memkit.store._zero_hnsw_slack``. Byte-level copy counts on
+        the other disk surfaces (``forensic_copies``) can differ by a few between runs
+        (chroma's page and log layout); ``forensic_instances`` is stable.
 
     Raises:
         ValueError: no main-phase records, or instances missing from some S.

@@ -414,10 +414,15 @@ class TieredMemoryStore:
         return [self._collection, self._tombs]
 
     def close(self) -> None:
-        """Release the chroma client (persistent stores) or drop the private collections
-        (in-memory stores). The store is unusable afterwards."""
+        """Release the chroma client and zero HNSW file slack (persistent stores; see
+        :func:`_zero_hnsw_slack`) or drop the private collections (in-memory stores).
+        The store is unusable afterwards."""
         if self._kind == "persistent":
             self._client.close()
+            # At rest, no HNSW file keeps uninitialised heap memory (which can hold
+            # text this process handled, deleted secrets included).
+            if self.path is not None:
+                _zero_hnsw_slack(self.path)
         elif self._kind == "memory":
             for name in (self.collection_name, self.collection_name + _TOMBSTONE_SUFFIX):
                 try:
@@ -701,7 +706,8 @@ class TieredMemoryStore:
             namespace: restrict to one namespace; None searches all.
 
         Returns:
-            Chunks with ``score`` set, by descending score, ties by ascending id, so the
+            Chunks with ``score`` set (cosine rounded to 5 decimals), by descending score,
+            ties by ascending id, so the
             result for ``k`` is a prefix of the result for any ``k' > k``.
 
         Raises:
@@ -732,6 +738,9 @@ class TieredMemoryStore:
         scores = q @ mat.T  # (n_queries, n_chunks); rows of mat are sorted by id
         out: list[list[Chunk]] = []
         for row in scores:
+            # Scores are rounded to 1e-5 so float noise between two encodings of the
+            # same text (batch padding, float32 storage) cannot reorder ties; ties go by id.
+            row = np.round(row.astype(np.float64), 5)
             order = np.argsort(-row, kind="stable")[: int(k)]
             res = []
             for n in order:

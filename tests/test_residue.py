@@ -189,13 +189,14 @@ def test_delete_cascade_compact_leaves_no_copy(embedder, data, order, extra):
 
         report = store.compact()
         assert report.bytes_after > 0
-        clean = scan(store, secret)
+        assert not store.find_containing(secret, normalized=True)
+        # At rest: close (which also zeroes HNSW slack), then scan the directory.
+        store.close()
+        clean = scan(path, secret)
         assert clean.clean, nonzero(clean)
         for f in path.rglob("*"):
             if f.is_file():
                 assert independent_counts(f, secret) == (0, 0), f
-        assert not store.find_containing(secret, normalized=True)
-        store.close()
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -221,14 +222,14 @@ def test_redact_compact_leaves_no_copy(embedder, data):
                                                         "stale_embedding")) == 0
         assert before_compact.counts()["disk_log"] > 0  # the original ADD records
         store.compact()
-        rep = scan(store, secret)
-        assert rep.clean, nonzero(rep)
         assert store.count() == n
+        store.close()  # at rest: closing also zeroes HNSW slack
+        source.close()
+        rep = scan(path, secret)
+        assert rep.clean, nonzero(rep)
         for f in path.rglob("*"):
             if f.is_file():
                 assert independent_counts(f, secret) == (0, 0), f
-        store.close()
-        source.close()
 
 
 # --------------------------------------------------------------------------- surfaces

@@ -174,15 +174,17 @@ def test_kill_9_and_resume_gives_identical_metrics(small_run, tmp_path):
 
 
 def _stable(obj):
-    """Drop what legitimately varies between two runs of the same sweep: latencies, and
-    the ``disk_hnsw`` surface, whose hits are bytes chroma's HNSW writer copies from
-    uninitialised heap memory (memkit.store._zero_hnsw_slack) and so depend on the
-    process's heap, not on the seed."""
+    """Drop what legitimately varies between two runs of the same sweep: latencies, store
+    sizes in bytes around compaction, the number of byte-level copies on disk surfaces
+    (chroma's page and log layout; whether a copy exists per instance and surface is
+    kept), and the ``disk_hnsw`` surface, whose hits are bytes chroma's HNSW writer
+    copies from uninitialised heap memory (memkit.store._zero_hnsw_slack)."""
     if isinstance(obj, dict):
         return {
-            k: _stable(v)
+            k: ({s: n > 0 for s, n in v.items() if s != "disk_hnsw"} if k == "counts" else _stable(v))
             for k, v in obj.items()
-            if k not in ("latency_s", "disk_hnsw", "forensic_total")
+            if k not in ("latency_s", "disk_hnsw", "forensic_total", "forensic_copies",
+                         "bytes_before", "bytes_after")
         }
     if isinstance(obj, list):
         return [_stable(v) for v in obj]
