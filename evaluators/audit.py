@@ -95,28 +95,17 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
     return any(p.kind is inspect.Parameter.VAR_KEYWORD or p.name == name for p in params)
 
 
-def _message_text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b if isinstance(b, str) else str(b.get("text", ""))
-        for b in content
-        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-    )
-
-
 def _default_output(out: Any) -> str:
     if isinstance(out, str):
         return out
     if isinstance(out, BaseMessage):
-        return _message_text(out)
+        return out.text
     if isinstance(out, Mapping):
         msgs = out.get("messages")
         if isinstance(msgs, Sequence) and msgs:
             last = msgs[-1]
             if isinstance(last, BaseMessage):
-                return _message_text(last)
+                return last.text
             if isinstance(last, Mapping) and isinstance(last.get("content"), str):
                 return str(last["content"])
         for key in ("response", "answer", "output"):

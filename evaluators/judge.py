@@ -14,7 +14,7 @@ import math
 import re
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
@@ -146,20 +146,6 @@ _YES_NO = re.compile(r"\b(yes|no)\b", re.I)
 _NEGATED_YES = re.compile(r"(?:\bnot|n['’]t)\s+(?:a\s+)?yes\b", re.I)
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        return " ".join(parts)
-    return str(content)
-
-
 def parse_yes_no(reply: str) -> bool:
     """Read a yes/no verdict from a judge's reply.
 
@@ -217,7 +203,7 @@ def judge_correct(
     judge); prompt structure after LongMemEval's official evaluation.
     """
     prompt = judge_prompt(question, answer, expected, question_type, question_id)
-    reply = _text(model.invoke([HumanMessage(content=prompt)]).content)
+    reply = model.invoke([HumanMessage(content=prompt)]).text
     try:
         return parse_yes_no(reply)
     except JudgeParseError:

@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
 
 from graphs.prompts import (
     facts_prompt,
@@ -216,17 +215,6 @@ def attribute_sources(
     return out
 
 
-def _message_text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b if isinstance(b, str) else str(b.get("text", ""))
-        for b in content
-        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-    )
-
-
 class ExtractiveSummarizer:
     """Default :data:`Summarizer` of the ``extractive`` backend (no model call).
 
@@ -278,7 +266,7 @@ class ChatSummarizer:
         texts = [c.text for c in chunks]
         prompt = facts_prompt(texts, prior or None) if S == 1 else summary_prompt(texts, prior or None)
         self.calls += 1
-        output = _message_text(self.model.invoke(prompt))
+        output = self.model.invoke(prompt).text
         if S == 1:
             facts = parse_fact_lines(output)
             return [SummaryItem(f, s) for f, s in zip(facts, attribute_sources(facts, chunks, embedder=self.embedder), strict=True)]
@@ -314,7 +302,7 @@ class ChatResponder:
     def __call__(self, query: str, chunks: list[Chunk]) -> str:
         """Answer ``query`` with the retrieved ``chunks`` as context."""
         self.calls += 1
-        return _message_text(self.model.invoke(respond_prompt(query, [c.text for c in chunks]))).strip()
+        return self.model.invoke(respond_prompt(query, [c.text for c in chunks])).text.strip()
 
 
 # --------------------------------------------------------------------------- retriever

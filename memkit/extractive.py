@@ -163,19 +163,6 @@ class ParsedPrompt:
 _MARKERS = {FACTS_MARKER: "facts", SUMMARY_MARKER: "summary", RESPOND_MARKER: "respond"}
 
 
-def _content_text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 def parse_prompt(messages: Sequence[BaseMessage]) -> ParsedPrompt:
     """Recognise the memkit task of a chat prompt and parse its sections.
 
@@ -188,7 +175,7 @@ def parse_prompt(messages: Sequence[BaseMessage]) -> ParsedPrompt:
         ValueError: no marker (the prompt is not one of memkit's), or the section the
             task needs is missing.
     """
-    texts = [_content_text(m) for m in messages]
+    texts = [m.text for m in messages]
     task = None
     for text in texts:
         for marker, name in _MARKERS.items():

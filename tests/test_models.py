@@ -125,3 +125,12 @@ def test_encode_memo_bounded_and_forgettable():
     np.testing.assert_allclose(vecs[0], vecs[2])
     small.encode(["my private session token is XQ7-VIOLET-3829"])
     assert small.forget("xq7-violet-3829") == 1 and len(small._memo) == 0
+
+
+def test_outbound_network_is_blocked_in_tests():
+    """pytest-socket (pyproject addopts) blocks every non-loopback connection, so an
+    accidental download fails the suite. 192.0.2.1 is TEST-NET-1: never routed."""
+    from pytest_socket import SocketBlockedError
+
+    with pytest.raises(SocketBlockedError):
+        socket.create_connection(("192.0.2.1", 80), timeout=1)

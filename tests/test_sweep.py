@@ -229,16 +229,23 @@ def test_cli_rejects_bad_options(tmp_path):
 
 @pytest.mark.llm
 def test_sweep_with_llamacpp_backend(sample_path, tmp_path):
-    cfg = SweepConfig(data=str(sample_path), n=1, seed=0, model="llamacpp:gemma3-270m", summary_levels=[0, 1],
-                      ks=[1], deletion_modes=["none", "full_purge"], max_tokens=16, n_resamples=50)
+    """A real llama.cpp sweep; a second run over the same output (a resumed sweep is a
+    new process) sends none of the prompts already answered: all come from the cache."""
     out = tmp_path / "llm"
-    m = run_sweep(cfg, out, progress=False)
+    cmd = [sys.executable, "-m", "memkit.cli", "sweep", "--data", str(sample_path), "--n", "1",
+           "--model", "llamacpp:gemma3-270m", "--summary-levels", "0,1", "--k", "1",
+           "--deletion-modes", "none,full_purge", "--max-tokens", "16", "--n-resamples", "50",
+           "--out", str(out), "--quiet"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
     assert m["totals"]["llm_calls"] > 0
     frs = {(r["S"], r["mode"]): r for r in m["frs"]}
     assert frs[(0, "full_purge")]["forensic_total"] == 0
-    # a re-run over the same cache sends none of the prompts already answered
     (out / "results.jsonl").unlink()
-    m2 = run_sweep(cfg, out, progress=False)
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    m2 = json.loads((out / "metrics.json").read_text())
     assert m2["totals"]["llm_calls"] == 0
     assert m2["totals"]["cache_hits"] >= m["totals"]["llm_calls"]
     assert m2["by_S"] == m["by_S"]
