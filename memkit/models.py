@@ -13,6 +13,7 @@ Everything here runs offline unless the caller names a remote provider:
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import importlib
 import importlib.util
@@ -21,6 +22,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -343,7 +345,21 @@ def _llamacpp(target: str, **kw: Any) -> BaseChatModel:
     if target in LLAMACPP_CHAT_FORMATS:
         params["model_kwargs"] = {"chat_format": LLAMACPP_CHAT_FORMATS[target]}
     params.update(kw)
-    return ChatLlamaCpp(**params)
+    model = ChatLlamaCpp(**params)
+    _LLAMAS.add(model.client)
+    return model
+
+
+_LLAMAS: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The llama.cpp clients this process created (closed at exit)."""
+
+
+@atexit.register
+def _close_llamas() -> None:
+    """Free llama.cpp models before interpreter teardown (their ``__del__`` fails once
+    llama-cpp-python's module globals are gone, printing a traceback at exit)."""
+    for client in list(_LLAMAS):
+        client.close()
 
 
 def _known_providers() -> list[str]:
