@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import typer
 
-from memkit.store import TIERS, secret_regex
+from memkit.store import TIERS, secret_regex, unicode_forms
 
 if TYPE_CHECKING:
     from memkit.store import TieredMemoryStore
@@ -185,21 +185,25 @@ class ResidueReport:
 
 def secret_bytes_regex(secret: str) -> re.Pattern[bytes]:
     """Bytes pattern for ``secret`` in UTF-8: exact or normalized (ASCII case folded;
-    spaces, tabs, newlines, hyphens and underscores ignorable).
+    spaces, tabs, newlines, hyphens and underscores ignorable), in every Unicode
+    normal form of the secret.
 
     Raises:
         ValueError: empty secret or only separators.
     """
     secret_regex(secret)  # same validation
-    parts = []
-    for c in secret:
-        if c in " \t\r\n\f\v-_":
-            continue
-        if c.isascii() and c.isalpha():
-            parts.append(b"[" + c.lower().encode() + c.upper().encode() + b"]")
-        else:
-            parts.append(re.escape(c.encode("utf-8")))
-    return re.compile(rb"[ \t\r\n\f\v\-_]*".join(parts))
+    alternatives = []
+    for form in unicode_forms(secret):
+        parts = []
+        for c in form:
+            if c in " \t\r\n\f\v-_":
+                continue
+            if c.isascii() and c.isalpha():
+                parts.append(b"[" + c.lower().encode() + c.upper().encode() + b"]")
+            else:
+                parts.append(re.escape(c.encode("utf-8")))
+        alternatives.append(rb"[ \t\r\n\f\v\-_]*".join(parts))
+    return re.compile(b"|".join(b"(?:" + a + b")" for a in alternatives))
 
 
 def _spans_str(text: str, pat: re.Pattern[str], secret: str) -> list[tuple[int, int, str]]:

@@ -75,6 +75,7 @@ import shutil
 import sqlite3
 import struct
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -193,7 +194,8 @@ def secret_regex(secret: str) -> re.Pattern[str]:
     Normalized form (used by the residue scanner and by :meth:`TieredMemoryStore.redact`):
     case-insensitive, and whitespace, hyphens and underscores are ignored between the
     secret's other characters, so ``XQ7-VIOLET-3829`` also matches ``xq7 violet_3829``
-    and ``XQ7VIOLET3829``.
+    and ``XQ7VIOLET3829``; every Unicode normal form of the secret matches
+    (:func:`unicode_forms`).
 
     Raises:
         ValueError: the secret is empty or consists only of separators.
@@ -202,7 +204,16 @@ def secret_regex(secret: str) -> re.Pattern[str]:
     if not core:
         raise ValueError("secret must contain at least one character that is not a space, '-' or '_'")
     sep = r"[\s\-_]*"
-    return re.compile(sep.join(re.escape(c) for c in core), re.IGNORECASE)
+    alternatives = []
+    for form in unicode_forms(secret):
+        alternatives.append(sep.join(re.escape(c) for c in form if c not in _SEPARATORS))
+    return re.compile("|".join(f"(?:{a})" for a in alternatives), re.IGNORECASE)
+
+
+def unicode_forms(secret: str) -> list[str]:
+    """The distinct Unicode normal forms (NFC, NFD, NFKC, NFKD) of ``secret``, NFC first:
+    the same text can be stored composed or decomposed (``ë`` or ``e`` + U+0308)."""
+    return list(dict.fromkeys(unicodedata.normalize(f, secret) for f in ("NFC", "NFD", "NFKC", "NFKD")))
 
 
 # --------------------------------------------------------------------------- helpers

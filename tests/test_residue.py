@@ -417,3 +417,24 @@ def test_memkit_command_in_a_subprocess(tmp_path, embedder):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert all(v == 0 for v in json.loads(res.stdout)["counts"].values())
+
+
+def test_secret_in_another_unicode_normal_form_is_found(tmp_path):
+    """A secret stored composed (NFC: 'ë') is found when asked for decomposed (NFD:
+    'e' + U+0308), and the other way round: a scanner must never say clean for the
+    same text in another normal form."""
+    import unicodedata
+
+    import chromadb
+
+    nfc = unicodedata.normalize("NFC", "Zoë-Ørsted 秘密 4471")
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfc != nfd
+    client = chromadb.PersistentClient(path=str(tmp_path / "db"))
+    col = client.get_or_create_collection("names", embedding_function=None)
+    col.add(ids=["1"], documents=[f"my name is {nfc}"], embeddings=[[0.1] * 384])
+    client.close()
+    for asked in (nfc, nfd):
+        rep = scan(tmp_path / "db", asked, check_embeddings=False)
+        assert rep.counts()["text_other"] == 1, asked
+        assert rep.counts()["disk_sqlite"] >= 1, asked
