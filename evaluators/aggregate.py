@@ -271,7 +271,7 @@ def compute_metrics(
         frs.append(row)
 
     return {
-        "nondeterministic_surfaces": ["disk_hnsw"],
+        "nondeterministic_surfaces": ["disk_hnsw", "disk_sqlite (copy counts)"],
         "n_instances": n,
         "ks": ks,
         "summary_levels": levels_S,

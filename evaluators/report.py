@@ -243,4 +243,11 @@ def register_cli(app: typer.Typer) -> None:
         except FileNotFoundError as exc:
             typer.echo(f"memkit report: {exc}", err=True)
             raise typer.Exit(2) from exc
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            typer.echo(
+                f"memkit report: {Path(out_dir) / 'metrics.json'} is damaged ({type(exc).__name__}: {exc}); "
+                f"rebuild it with `memkit sweep --resume --out {out_dir}` and the same options",
+                err=True,
+            )
+            raise typer.Exit(2) from exc
         typer.echo(f"wrote {path}")

@@ -53,16 +53,19 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import typer
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from tqdm import tqdm
 
 from evaluators.aggregate import compute_metrics
@@ -152,11 +155,35 @@ class SweepConfig(BaseModel):
         return [m for m in DELETION_MODES if m in v]
 
     def identity(self) -> dict[str, Any]:
-        """The fields that define the run's results (all but ``workers``)."""
-        return self.model_dump(exclude={"workers"})
+        """The fields that define the run's results (all but ``workers``), plus the
+        SHA-256 of the data file, so a resume over changed data is refused."""
+        ident = self.model_dump(exclude={"workers"})
+        if self.data != "synthetic":
+            ident["data_sha256"] = _file_sha256(self.data)
+        return ident
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, v: str) -> str:
+        if v == "synthetic":
+            return v
+        p = Path(v).expanduser()
+        if not p.exists():
+            raise ValueError(f"--data: {v} does not exist (give a LongMemEval JSON file or 'synthetic')")
+        if not p.is_file():
+            raise ValueError(f"--data: {v} is not a file (give a LongMemEval JSON file or 'synthetic')")
+        return str(p.resolve())
 
 
 # --------------------------------------------------------------------------- data
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_instances(config: SweepConfig) -> list[Instance]:
@@ -448,39 +475,44 @@ def _residue_phase(
 # --------------------------------------------------------------------------- results file
 
 
-def load_records(path: str | Path) -> tuple[list[dict[str, Any]], set[str], int]:
-    """Read ``results.jsonl``, keeping only records of completed units.
+def load_records(path: str | Path) -> tuple[list[dict[str, Any]], set[str], list[int]]:
+    """Read ``results.jsonl``, keeping only records of completed, intact units.
+
+    Records of a unit are written together, then its ``unit_done`` marker. A unit
+    without a marker (a kill cut it short) or with a line that does not parse (a
+    torn or corrupted line) is not done: its records are dropped and it runs again.
+    Every other unit is kept, wherever the damage is.
 
     Returns:
-        ``(records, done_units, good_bytes)``: the records of units whose
-        ``unit_done`` marker is present (markers included), their unit ids, and the
-        byte length of the file up to the last marker (a resumed sweep truncates
-        the file there, dropping a unit cut short by a kill).
+        ``(records, done_units, bad_lines)``: the kept records (markers included),
+        their unit ids, and the 1-based numbers of lines that did not parse.
     """
     path = Path(path)
     records: list[dict[str, Any]] = []
     done: set[str] = set()
-    pending: list[dict[str, Any]] = []
-    good = 0
+    bad: list[int] = []
     if not path.exists():
-        return records, done, 0
+        return records, done, bad
+    pending: list[dict[str, Any]] = []
+    pending_bad = False
     with path.open("rb") as fh:
-        pos = 0
-        for raw in fh:
-            pos += len(raw)
-            if not raw.endswith(b"\n"):
-                break  # a torn last line
+        for lineno, raw in enumerate(fh, start=1):
             try:
                 rec = json.loads(raw)
-            except json.JSONDecodeError:
-                break
-            pending.append(rec)
-            if rec.get("type") == "unit_done":
-                records += pending
-                pending = []
-                done.add(rec["unit"])
-                good = pos
-    return records, done, good
+                if not isinstance(rec, dict) or "type" not in rec or not raw.endswith(b"\n"):
+                    raise ValueError("not a record")
+            except ValueError:
+                bad.append(lineno)
+                pending_bad = True
+                continue
+            if rec["type"] == "unit_done":
+                if not pending_bad and all(r.get("unit") == rec.get("unit") for r in pending):
+                    records += pending + [rec]
+                    done.add(rec["unit"])
+                pending, pending_bad = [], False
+            else:
+                pending.append(rec)
+    return records, done, bad
 
 
 def _append_unit(fh: Any, records: list[dict[str, Any]], unit: str, counts: dict[str, int]) -> None:
@@ -491,7 +523,9 @@ def _append_unit(fh: Any, records: list[dict[str, Any]], unit: str, counts: dict
     os.fsync(fh.fileno())
 
 
-def _worker_init() -> None:
+def _worker_init(work: str, parent: int) -> None:
+    tempfile.tempdir = work
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -501,6 +535,13 @@ def _worker_init() -> None:
         torch.set_num_threads(1)
     except ImportError:  # pragma: no cover
         pass
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End a worker whose sweep process is gone (e.g. killed with -9)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _worker(config_json: str, instance_json: str, S: int, cache_path: str | None) -> tuple[str, list, dict]:
@@ -592,16 +633,31 @@ def _run_locked(
     if len(order) != len(units):
         raise ValueError("duplicate question_id in the data: unit ids must be unique")
 
-    records, done, good = load_records(results) if resume else ([], set(), 0)
-    done &= set(order)
-    with open(results, "ab") as fh:
-        fh.truncate(good)
+    records, done, bad = load_records(results) if resume else ([], set(), [])
+    if resume and results.exists():
+        if bad:
+            backup = results.with_name(f"{RESULTS}.damaged-{int(time.time())}")
+            shutil.copyfile(results, backup)
+            warnings.warn(
+                f"{results}: lines {bad[:10]}{' ...' if len(bad) > 10 else ''} do not parse; "
+                f"the units they belong to run again (original kept as {backup.name})",
+                stacklevel=2,
+            )
+        keep = [r for r in records if r.get("unit") in order]
+        done &= set(order)
+        _rewrite(results, keep)  # only intact, completed units of this configuration
+    results.touch()
     cache_path = str(out / CACHE) if use_cache else None
+    # Temporary store copies (the residue phase) live under --out, never in the
+    # system temp dir, and whatever a killed run left there is removed now.
+    work = out / ".work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
     todo = [(inst, S) for inst, S in units if _unit_id(inst.question_id, S) not in done]
     bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", disable=not progress,
                desc="memkit sweep", dynamic_ncols=True)
     try:
-        with open(results, "ab") as fh:
+        with open(results, "ab") as fh, _tempdir(work):
             if config.workers <= 1 or model is not None or summarizer_model is not None:
                 for inst, S in todo:
                     recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
@@ -609,9 +665,10 @@ def _run_locked(
                     _append_unit(fh, recs, _unit_id(inst.question_id, S), counts)
                     bar.update(1)
             else:
-                _run_parallel(config, todo, cache_path, fh, bar)
+                _run_parallel(config, todo, cache_path, fh, bar, work)
     finally:
         bar.close()
+        shutil.rmtree(work, ignore_errors=True)
 
     records, done, _ = load_records(results)
     missing = set(order) - done
@@ -624,11 +681,23 @@ def _run_locked(
     return write_outputs_for(out, records, config)
 
 
+@contextmanager
+def _tempdir(path: Path) -> Iterator[None]:
+    """Make ``tempfile`` create everything under ``path`` for the duration."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(path)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+
+
 def _run_parallel(config: SweepConfig, todo: list[tuple[Instance, int]], cache_path: str | None,
-                  fh: Any, bar: tqdm) -> None:
+                  fh: Any, bar: tqdm, work: Path) -> None:
     cfg = config.model_dump_json()
     ctx = get_context("spawn")
-    with ProcessPoolExecutor(max_workers=config.workers, mp_context=ctx, initializer=_worker_init) as pool:
+    with ProcessPoolExecutor(max_workers=config.workers, mp_context=ctx, initializer=_worker_init,
+                             initargs=(str(work), os.getpid())) as pool:
         pending: set[Future] = set()
         queue: Iterator[tuple[Instance, int]] = iter(todo)
         for inst, S in queue:
@@ -709,6 +778,11 @@ def _int_list(text: str, name: str) -> list[int]:
         raise typer.BadParameter(f"{name} takes comma-separated integers, got {text!r}") from exc
 
 
+_OPTION_NAMES = {"ks": "--k", "n": "--n", "summary_levels": "--summary-levels", "data": "--data",
+                 "deletion_modes": "--deletion-modes", "workers": "--workers",
+                 "n_resamples": "--n-resamples", "max_tokens": "--max-tokens"}
+
+
 def register_cli(app: typer.Typer) -> None:
     """Register ``memkit sweep`` on the ``memkit`` app."""
 
@@ -744,9 +818,16 @@ def register_cli(app: typer.Typer) -> None:
                 max_tokens=max_tokens,
                 n_resamples=n_resamples,
             )
-        except ValueError as exc:
-            typer.echo(f"memkit sweep: {exc}", err=True)
+        except ValidationError as exc:
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else ""
+                option = _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                typer.echo(f"memkit sweep: {option}: {msg}", err=True)
             raise typer.Exit(2) from exc
+        if out.exists() and not out.is_dir():
+            typer.echo(f"memkit sweep: --out {out} is a file; give a directory", err=True)
+            raise typer.Exit(2)
         t0 = time.perf_counter()
         try:
             metrics = run_sweep(config, out, resume=resume, progress=not quiet)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 __all__ = [
     "ABSTENTION_SUFFIX",
@@ -151,7 +151,7 @@ class Instance(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="allow")
 
-    question_id: str
+    question_id: str = Field(min_length=1)
     question_type: QuestionType
     question: str
     answer: str | int | float

@@ -249,3 +249,46 @@ def test_sweep_with_llamacpp_backend(sample_path, tmp_path):
     assert m2["totals"]["llm_calls"] == 0
     assert m2["totals"]["cache_hits"] >= m["totals"]["llm_calls"]
     assert m2["by_S"] == m["by_S"]
+
+
+def test_resume_repairs_a_damaged_line_and_keeps_other_units(small_run, tmp_path):
+    import shutil
+
+    out_ref, _ = small_run
+    out = tmp_path / "damaged"
+    shutil.copytree(out_ref, out)
+    lines = (out / "results.jsonl").read_text().splitlines(keepends=True)
+    markers = [i for i, line in enumerate(lines) if '"unit_done"' in line]
+    victim = markers[3] + 5  # a record inside the 5th unit
+    victim_unit = json.loads(lines[victim])["unit"]
+    lines[victim] = "XX" + lines[victim]
+    (out / "results.jsonl").write_text("".join(lines))
+    records, done, bad = load_records(out / "results.jsonl")
+    assert bad == [victim + 1]
+    assert victim_unit not in done and len(done) == len(markers) - 1
+    with pytest.warns(UserWarning, match=f"lines \\[{victim + 1}\\]"):
+        m = run_sweep(SweepConfig(**SMALL), out, resume=True, progress=False)
+    assert list(out.glob("results.jsonl.damaged-*")), "the damaged original is kept"
+    assert _stable(m) == _stable(json.loads((out_ref / "metrics.json").read_text()))
+    assert not (out / ".work").exists()
+
+
+def test_resume_refuses_changed_data(sample_path, tmp_path):
+    data = tmp_path / "data.json"
+    data.write_bytes(sample_path.read_bytes())
+    cfg = dict(data=str(data), n=1, summary_levels=[0], ks=[1], deletion_modes=[], n_resamples=20)
+    run_sweep(SweepConfig(**cfg), tmp_path / "o", progress=False)
+    rows = json.loads(data.read_text())
+    data.write_text(json.dumps(rows[::-1]))
+    with pytest.raises(ValueError, match="data_sha256"):
+        run_sweep(SweepConfig(**cfg), tmp_path / "o", resume=True, progress=False)
+
+
+def test_cli_messages_name_the_option(tmp_path):
+    for args, needle in ((["--k", "0"], "--k: k values must be positive"),
+                         (["--n", "0"], "--n:"),
+                         (["--data", str(tmp_path)], "--data:")):
+        proc = subprocess.run([sys.executable, "-m", "memkit.cli", "sweep", *args, "--out", str(tmp_path / "o")],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "pydantic" not in proc.stderr
