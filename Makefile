@@ -4,7 +4,7 @@
 
 sweep:
 	bash scripts/setup.sh
-	.venv/bin/memkit sweep $(ARGS)
+	.venv/bin/memkit sweep --resume $(ARGS)
 
 test:
 	bash scripts/setup.sh dev,llamacpp

@@ -108,11 +108,18 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
 
     names = []
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    for S in metrics["summary_levels"]:
+    for i, S in enumerate(metrics["summary_levels"]):
         pts = [r for r in metrics["frontier"] if r["S"] == S]
-        ax.plot([p["AER_max"] for p in pts], [p["PR"] for p in pts], marker="o", label=f"S={S}")
+        (line,) = ax.plot([p["AER_max"] for p in pts], [p["PR"] for p in pts], marker="o", label=f"S={S}")
+        # One label per distinct point ("k=3,6,10" where several k coincide), offset
+        # per S so lines that share a point do not print over each other.
+        at: dict[tuple[float, float], list[int]] = {}
         for p in pts:
-            ax.annotate(f"k={p['k']}", (p["AER_max"], p["PR"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            at.setdefault((round(p["AER_max"], 3), round(p["PR"], 3)), []).append(p["k"])
+        for j, ((x, y), ks) in enumerate(at.items()):
+            ax.annotate("k=" + ",".join(map(str, ks)), (x, y), fontsize=7, color=line.get_color(),
+                        xytext=(-48 if x > 0.8 else 4, 4 + 10 * i - 22 * (j % 2)),
+                        textcoords="offset points")
     ax.set_xlabel("AER_max (adversarial extraction rate)")
     ax.set_ylabel("PR (personalization recall)")
     ax.set_xlim(-0.03, 1.03)
@@ -137,6 +144,7 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
         ]
         ax.bar(xs, vals, width=width, yerr=errs, capsize=3, label=f"S={r['S']}")
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(levels))], levels)
+    ax.set_xlabel("probe level")
     ax.set_ylabel("AER (mean over k)")
     ax.set_ylim(0, 1.05)
     ax.set_title("Extraction per probe level")
@@ -146,13 +154,14 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
     plt.close(fig)
     names.append("probes.png")
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    fig, ax = plt.subplots(figsize=(9, 4.8))
     frs = metrics["frs"]
     labels = [f"S={r['S']}\n{r['mode']}" for r in frs]
     xs = list(range(len(frs)))
     ax.bar([x - 0.2 for x in xs], [r["FRS_raw"] for r in frs], width=0.4, label="raw tier")
     ax.bar([x + 0.2 for x in xs], [r["FRS_summary"] for r in frs], width=0.4, label="summary tier")
-    ax.set_xticks(xs, labels, fontsize=6, rotation=90)
+    ax.set_xticks(xs, labels, fontsize=7, rotation=90)
+    ax.set_xlabel("summary level and deletion mode")
     ax.set_ylabel("FRS (AER after forget)")
     ax.set_ylim(0, 1.05)
     ax.set_title("Forgetting residue per deletion mode and tier")

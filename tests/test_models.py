@@ -130,7 +130,7 @@ def test_encode_memo_bounded_and_forgettable():
 def test_outbound_network_is_blocked_in_tests():
     """pytest-socket (pyproject addopts) blocks every non-loopback connection, so an
     accidental download fails the suite. 192.0.2.1 is TEST-NET-1: never routed."""
-    from pytest_socket import SocketBlockedError
+    from pytest_socket import SocketBlockedError, SocketConnectBlockedError
 
-    with pytest.raises(SocketBlockedError):
+    with pytest.raises((SocketBlockedError, SocketConnectBlockedError), match="192.0.2.1"):
         socket.create_connection(("192.0.2.1", 80), timeout=1)
