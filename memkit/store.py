@@ -252,7 +252,8 @@ maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction (100 bytes)."""
 
 
 def _zero_hnsw_slack(root: Path) -> int:
-    """Zero the unused capacity of every HNSW ``data_level0.bin`` under ``root``.
+    """Zero the unused capacity of every HNSW ``data_level0.bin`` under ``root``, and
+    the unused neighbour slots of its link lists (:func:`_zero_unused_links`).
 
     hnswlib allocates the level-0 buffer with ``malloc`` and chroma can write it out
     beyond ``cur_element_count`` (an index persisted while empty is written at full
@@ -283,7 +284,57 @@ def _zero_hnsw_slack(root: Path) -> int:
                 fh.flush()
                 os.fsync(fh.fileno())
             zeroed += total - used
+        zeroed += _zero_unused_links(header.parent, fields)
     return zeroed
+
+
+def _zero_unused_link_slots(buf: bytearray, start: int, capacity: int) -> int:
+    """Zero the slots past the count of one hnswlib link list at ``buf[start:]``
+    (a uint32 whose low 16 bits are the count, then ``capacity`` uint32 slots)."""
+    count = int.from_bytes(buf[start : start + 2], "little")
+    if count >= capacity:
+        return 0
+    lo, hi = start + 4 + 4 * count, start + 4 + 4 * capacity
+    if any(buf[lo:hi]):
+        buf[lo:hi] = bytes(hi - lo)
+        return hi - lo
+    return 0
+
+
+def _zero_unused_links(segment: Path, fields: tuple[Any, ...]) -> int:
+    """Zero unused neighbour slots in ``data_level0.bin`` and ``link_lists.bin``.
+
+    hnswlib allocates each link list at full capacity (``maxM0`` slots at level 0,
+    ``maxM`` above) with ``malloc`` and writes it whole, so the slots past a list's
+    count hold heap bytes (found: fragments of chroma metadata JSON). The loader
+    reads only ``count`` slots, so zeroing the rest is safe. Returns bytes zeroed.
+    """
+    offset0, cur, size_per = fields[1], fields[3], fields[4]
+    max_m, max_m0 = fields[9], fields[10]
+    zeroed = 0
+    data = segment / "data_level0.bin"
+    buf = bytearray(data.read_bytes())
+    for i in range(min(cur, len(buf) // max(size_per, 1))):
+        zeroed += _zero_unused_link_slots(buf, i * size_per + offset0, max_m0)
+    links = segment / "link_lists.bin"
+    lbuf = bytearray(links.read_bytes()) if links.is_file() else bytearray()
+    lzeroed = 0
+    pos, block = 0, 4 + 4 * max_m
+    for _ in range(cur):
+        if pos + 4 > len(lbuf):
+            break
+        size = int.from_bytes(lbuf[pos : pos + 4], "little")
+        pos += 4
+        for b in range(pos, min(pos + size, len(lbuf)) - block + 1, block):
+            lzeroed += _zero_unused_link_slots(lbuf, b, max_m)
+        pos += size
+    for path, content, n in ((data, buf, zeroed), (links, lbuf, lzeroed)):
+        if n:
+            with open(path, "r+b") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+    return zeroed + lzeroed
 
 
 def _settings() -> Any:
