@@ -21,6 +21,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from sklearn.metrics import cohen_kappa_score
 
+from memkit.longmemeval import QUESTION_TYPES as _LME_TYPES
+
 __all__ = [
     "JUDGE_PROMPTS",
     "QUESTION_TYPES",
@@ -31,15 +33,7 @@ __all__ = [
     "parse_yes_no",
 ]
 
-QUESTION_TYPES = (
-    "single-session-user",
-    "single-session-assistant",
-    "single-session-preference",
-    "multi-session",
-    "knowledge-update",
-    "temporal-reasoning",
-    "abstention",
-)
+QUESTION_TYPES = (*_LME_TYPES, "abstention")
 """LongMemEval question types, plus ``abstention`` (question ids ending ``_abs``)."""
 
 _BASE = (
