@@ -285,6 +285,17 @@ def _zero_hnsw_slack(root: Path) -> int:
                 os.fsync(fh.fileno())
             zeroed += total - used
         zeroed += _zero_unused_links(header.parent, fields)
+        # length.bin (one uint32 per element slot) is also written at full capacity.
+        lengths = header.with_name("length.bin")
+        if lengths.is_file() and lengths.stat().st_size > 4 * cur:
+            buf = bytearray(lengths.read_bytes())
+            if any(buf[4 * cur :]):
+                zeroed += len(buf) - 4 * cur
+                buf[4 * cur :] = bytes(len(buf) - 4 * cur)
+                with open(lengths, "r+b") as fh:
+                    fh.write(buf)
+                    fh.flush()
+                    os.fsync(fh.fileno())
     return zeroed
 
 
