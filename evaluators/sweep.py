@@ -619,13 +619,14 @@ def _run_locked(
             f"{results} already holds results: pass --resume to continue that sweep, "
             "or choose another --out"
         )
+    identity = config.identity()  # hashes the data file once
     if resume and cfg_path.exists():
         before = json.loads(cfg_path.read_text())
         before.pop("workers", None)
-        if before != config.identity():
-            diff = sorted(k for k in set(before) | set(config.identity()) if before.get(k) != config.identity().get(k))
+        if before != identity:
+            diff = sorted(k for k in set(before) | set(identity) if before.get(k) != identity.get(k))
             raise ValueError(f"--resume with a different configuration than {cfg_path}: {diff} differ")
-    cfg_path.write_text(json.dumps(config.identity(), indent=2, sort_keys=True) + "\n")
+    cfg_path.write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
 
     instances = load_instances(config)
     units = [(inst, S) for inst in instances for S in config.summary_levels]
