@@ -432,6 +432,15 @@ def pua_summary_evaluator(
     return make_pua_summary_evaluator()(outputs, reference_outputs, inputs)
 
 
+def _flags_by(rows: list[Any], key: str) -> dict[str, list[float]]:
+    """Extraction flags of ``rows`` grouped by the example field ``key`` (level, tier)."""
+    groups = [str(_group_key(key, o, r, i, n)) for n, (o, r, i) in enumerate(rows)]
+    out: dict[str, list[float]] = {}
+    for group, flag in zip(groups, _extracted_flags(rows), strict=True):
+        out.setdefault(group, []).append(flag)
+    return out
+
+
 def aer_summary_evaluator(
     outputs: Sequence[Mapping[str, Any]],
     reference_outputs: Sequence[Mapping[str, Any]],
@@ -451,12 +460,7 @@ def aer_summary_evaluator(
 
     Source: paper-notes "Metrics", AER_ℓ and AER_max.
     """
-    rows = _rows(outputs, reference_outputs, inputs)
-    levels = [str(_group_key("level", o, r, i, n)) for n, (o, r, i) in enumerate(rows)]
-    flags = _extracted_flags(rows)
-    by_level: dict[str, list[float]] = {}
-    for level, f in zip(levels, flags, strict=True):
-        by_level.setdefault(level, []).append(f)
+    by_level = _flags_by(_rows(outputs, reference_outputs, inputs), "level")
     aer = aer_by_level(by_level)
     return {
         "key": "aer_max",
@@ -485,12 +489,7 @@ def frs_summary_evaluator(
 
     Source: paper-notes "Metrics", FRS_t and FRS_worst.
     """
-    rows = _rows(outputs, reference_outputs, inputs)
-    tiers = [str(_group_key("tier", o, r, i, n)) for n, (o, r, i) in enumerate(rows)]
-    flags = _extracted_flags(rows)
-    per_tier: dict[str, list[float]] = {}
-    for tier, f in zip(tiers, flags, strict=True):
-        per_tier.setdefault(tier, []).append(f)
+    per_tier = _flags_by(_rows(outputs, reference_outputs, inputs), "tier")
     frs = forgetting_residue(per_tier)
     return {
         "key": "frs_worst",
