@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import difflib
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import threading
@@ -40,6 +41,8 @@ __all__ = [
     "ModelSpecError",
     "cache_dir",
     "chat_model",
+    "check_llamacpp",
+    "check_spec",
     "embeddings",
     "minilm_path",
     "resolve_gguf",
@@ -321,15 +324,112 @@ def _register_gemma_format() -> None:
     _GEMMA_REGISTERED = True
 
 
-def _llamacpp(target: str, **kw: Any) -> BaseChatModel:
+_LLAMA_PROBE = """
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=128, n_batch=32, n_threads=1, seed=0, verbose=False)
+llm.create_completion("Hello", max_tokens=1, temperature=0.0)
+sys.stdout.write("memkit-llamacpp-ok")
+"""
+
+
+def _llamacpp_install_id() -> str:
+    """A fingerprint of the installed llama-cpp-python: version, interpreter, and the
+    size and mtime of every native library it ships (a rebuild changes them)."""
+    import hashlib
+    import sys
+
+    spec = importlib.util.find_spec("llama_cpp")
+    root = Path(next(iter(spec.submodule_search_locations)))  # type: ignore[union-attr]
+    try:
+        version = importlib.metadata.version("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    parts = [sys.executable, str(root), version]
+    for lib in sorted(root.rglob("*.so*")) + sorted(root.rglob("*.dylib")) + sorted(root.rglob("*.dll")):
+        st = lib.stat()
+        parts.append(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
+
+
+def check_llamacpp(model_path: str | Path, *, timeout: float = 600.0) -> None:
+    """Check, once per installation, that llama.cpp can generate a token on this machine.
+
+    A llama.cpp build for CPU instructions this machine lacks (``-march=native`` on
+    another CPU, or AMX / AVX-512 that a VM advertises but the OS does not enable)
+    does not raise: it kills the process with ``SIGILL``. So a subprocess loads
+    ``model_path`` and generates one token first; success is remembered under
+    :func:`cache_dir` keyed by the installation's fingerprint (version, interpreter,
+    native libraries), so the check runs again only after a reinstall.
+
+    Args:
+        model_path: a GGUF file to generate with.
+        timeout: seconds the subprocess may take.
+
+    Raises:
+        ModelSpecError: the subprocess died by a signal, failed or timed out; the
+            message names the signal and how to rebuild llama-cpp-python portably.
+    """
+    import signal
+    import subprocess
+    import sys
+
+    marker = cache_dir() / "llamacpp-ok" / _llamacpp_install_id()
+    if marker.exists():
+        return
+    fix = (
+        "Rebuild llama-cpp-python for a portable CPU baseline: in a memkit checkout "
+        "`rm -f .venv/.memkit-llama-key && bash scripts/setup.sh llamacpp`, or "
+        "`CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install --no-cache-dir --force-reinstall "
+        "--no-deps llama-cpp-python` (pip's wheel cache ignores CMAKE_ARGS)."
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _LLAMA_PROBE, str(model_path)],
+            capture_output=True, text=True, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ModelSpecError(
+            f"llama.cpp did not generate a token from {model_path} within {timeout:.0f} s "
+            "(checked in a subprocess)."
+        ) from exc
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        what = " (illegal instruction)" if name == "SIGILL" else ""
+        raise ModelSpecError(
+            f"llama.cpp crashes on this machine: generating one token from {model_path} "
+            f"in a subprocess died with {name}{what}. The installed llama-cpp-python was "
+            f"built for CPU instructions this machine cannot run. {fix}"
+        )
+    if proc.returncode != 0 or "memkit-llamacpp-ok" not in proc.stdout:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise ModelSpecError(
+            f"llama.cpp could not generate a token from {model_path} (exit {proc.returncode}): "
+            + " | ".join(tail)
+        )
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(model_path) + "\n")
+
+
+def _llamacpp_path(target: str) -> Path:
+    """Resolve and check a ``llamacpp:`` target (installed, resolvable, runnable)."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelSpecError(
             "llama-cpp-python is not installed: `pip install 'memkit[llamacpp]'` "
             "(it compiles llama.cpp from source; a C compiler and cmake are needed)."
         )
+    path = resolve_gguf(target)
+    check_llamacpp(path)
+    return path
+
+
+def _llamacpp(target: str, **kw: Any) -> BaseChatModel:
     from langchain_community.chat_models import ChatLlamaCpp
 
-    path = resolve_gguf(target)
+    path = _llamacpp_path(target)
     params: dict[str, Any] = {
         "model_path": str(path),
         "n_ctx": 4096,
@@ -372,6 +472,23 @@ def _known_providers() -> list[str]:
         return []
 
 
+def check_spec(spec: str, **kw: Any) -> None:
+    """Check that ``spec`` can become a model, without building it.
+
+    Runs every check :func:`chat_model` runs before construction (known provider,
+    installed packages, resolvable GGUF file, a llama.cpp build that runs on this
+    CPU, a reachable local server, an API key), so a command can refuse bad options
+    before it writes anything.
+
+    Args:
+        spec, **kw: as for :func:`chat_model`.
+
+    Raises:
+        ModelSpecError: as :func:`chat_model`.
+    """
+    _prepare(spec, dict(kw))
+
+
 def chat_model(spec: str, **kw: Any) -> BaseChatModel:
     """Turn a spec string into a LangChain chat model.
 
@@ -387,15 +504,35 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
         A :class:`~langchain_core.language_models.BaseChatModel`.
 
     Raises:
-        ModelSpecError: unknown spec, a missing extra or package, or a server that
-            does not answer; the message says what to install or start.
+        ModelSpecError: unknown spec, a missing extra or package, a llama.cpp build
+            that crashes on this CPU, or a server that does not answer; the message
+            says what to install, rebuild or start.
     """
-    check = kw.pop("check", True)
-    spec = spec.strip()
-    if spec == "extractive":
+    spec, provider, name, kw = _prepare(spec, kw)
+    if provider == "extractive":
         from memkit.extractive import ExtractiveChatModel
 
         return ExtractiveChatModel(**kw)
+    if provider == "llamacpp":
+        return _llamacpp(name, **kw)
+    from langchain.chat_models import init_chat_model
+
+    kw.setdefault("temperature", 0.0)
+    try:
+        return init_chat_model(spec, **kw)
+    except ImportError as exc:
+        package = _PROVIDER_PACKAGES.get(provider, f"langchain-{provider.replace('_', '-')}")
+        raise ModelSpecError(f"`{spec}` needs `pip install {package}` ({exc})") from exc
+    except ValueError as exc:
+        raise ModelSpecError(f"unknown model spec {spec!r}: {exc}") from exc
+
+
+def _prepare(spec: str, kw: dict[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
+    """Validate ``spec`` and complete ``kw``; returns ``(spec, provider, name, kw)``."""
+    check = kw.pop("check", True)
+    spec = spec.strip()
+    if spec == "extractive":
+        return spec, "extractive", "", kw
     if ":" not in spec:
         close = difflib.get_close_matches(spec, _KNOWN_SPECS + ["llamacpp", "ollama", "openai"], n=1)
         hint = f" Did you mean `{close[0]}`?" if close else ""
@@ -407,7 +544,8 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
     if not name:
         raise ModelSpecError(f"model spec {spec!r} names no model after `{provider}:`")
     if provider == "llamacpp":
-        return _llamacpp(name, **kw)
+        _llamacpp_path(name)
+        return spec, provider, name, kw
     providers = _known_providers()
     if providers and provider not in providers:
         close = difflib.get_close_matches(provider, ["llamacpp", *providers], n=1)
@@ -427,7 +565,8 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
         _check_reachable(
             base.rstrip("/") + "/api/tags",
             "the Ollama server",
-            f"Start it with `ollama serve` and pull the model with `ollama pull {name}`.",
+            f"Start it with `ollama serve` (or set OLLAMA_HOST / --base-url) and pull the "
+            f"model with `ollama pull {name}`.",
         )
     if provider == "openai":
         base = kw.get("base_url") or os.environ.get("OPENAI_BASE_URL")
@@ -435,7 +574,8 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
             _check_reachable(
                 base.rstrip("/") + "/models",
                 "the OpenAI-compatible server",
-                "Start it (e.g. `python -m llama_cpp.server --model FILE.gguf`) or fix base_url.",
+                "Start it (e.g. `python -m llama_cpp.server --model FILE.gguf`) or fix "
+                "--base-url / OPENAI_BASE_URL.",
             )
         if base and not (kw.get("api_key") or os.environ.get("OPENAI_API_KEY")):
             kw["api_key"] = "not-needed"  # local servers accept any key
@@ -445,16 +585,9 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
             kw.setdefault("extra_body", {}).setdefault("max_tokens", kw["max_tokens"])
         if not base and not (kw.get("api_key") or os.environ.get("OPENAI_API_KEY")):
             raise ModelSpecError(
-                f"`{spec}` needs an API key: set OPENAI_API_KEY or pass api_key=..., "
-                "or pass base_url=... for a local OpenAI-compatible server."
+                f"`{spec}` needs an API key: set the environment variable OPENAI_API_KEY "
+                "(or name another one with --api-key-env VAR). For a local OpenAI-compatible "
+                "server, set OPENAI_BASE_URL or pass --base-url http://127.0.0.1:PORT/v1. "
+                "From Python: chat_model(spec, api_key=..., base_url=...)."
             )
-    from langchain.chat_models import init_chat_model
-
-    kw.setdefault("temperature", 0.0)
-    try:
-        return init_chat_model(spec, **kw)
-    except ImportError as exc:
-        package = _PROVIDER_PACKAGES.get(provider, f"langchain-{provider.replace('_', '-')}")
-        raise ModelSpecError(f"`{spec}` needs `pip install {package}` ({exc})") from exc
-    except ValueError as exc:
-        raise ModelSpecError(f"unknown model spec {spec!r}: {exc}") from exc
+    return spec, provider, name, kw

@@ -15,24 +15,48 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def shared_dir() -> Path:
-    """The read-only ``shared/`` folder beside the checkout (or ``$MEMKIT_SHARED``)."""
-    env = os.environ.get("MEMKIT_SHARED")
-    if env:
-        return Path(env)
-    for cand in (REPO.parent / "shared", REPO / "shared", Path("/work/shared")):
-        if (cand / "data").is_dir():
-            return cand
-    return REPO.parent / "shared"
+DATA = REPO / "tests" / "data"
+"""Data the tests read: committed in the repository (see tests/data/README.md)."""
 
 
 @pytest.fixture(scope="session")
 def sample_path() -> Path:
-    """Path of the 8-instance real LongMemEval oracle sample."""
-    path = shared_dir() / "data" / "longmemeval_oracle_sample.json"
-    if not path.exists():
-        pytest.fail(f"LongMemEval sample not found at {path}; set MEMKIT_SHARED")
-    return path
+    """Path of the 8-instance real LongMemEval oracle sample committed under tests/data/."""
+    return DATA / "longmemeval_oracle_sample.json"
+
+
+_LLAMA_VERDICT: list[str | None] = []
+
+
+def _llamacpp_verdict() -> str | None:
+    """``None`` if llama.cpp generates a token on this machine, else why not.
+
+    Checked once per test session in a subprocess (:func:`memkit.models.check_llamacpp`),
+    so a llama.cpp build that dies with SIGILL on this CPU fails the tests that use
+    it, with the reason, instead of killing the whole test run.
+    """
+    if not _LLAMA_VERDICT:
+        import importlib.util
+
+        if importlib.util.find_spec("llama_cpp") is None:
+            _LLAMA_VERDICT.append("llama-cpp-python is not installed (the `llamacpp` extra)")
+        else:
+            from memkit.models import ModelSpecError, check_llamacpp, resolve_gguf
+
+            try:
+                check_llamacpp(resolve_gguf("gemma3-270m"))
+                _LLAMA_VERDICT.append(None)
+            except ModelSpecError as exc:
+                _LLAMA_VERDICT.append(str(exc))
+    return _LLAMA_VERDICT[0]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``llm`` fail with the reason when llama.cpp cannot run here."""
+    if item.get_closest_marker("llm") is not None:
+        verdict = _llamacpp_verdict()
+        if verdict is not None:
+            pytest.fail(f"llama.cpp cannot run on this machine: {verdict}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
