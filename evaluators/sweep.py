@@ -51,15 +51,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +69,7 @@ from tqdm import tqdm
 
 from evaluators.aggregate import compute_metrics
 from evaluators.metrics import answers_correct
+from evaluators.pool import WorkerDied, run_tasks
 from evaluators.probes import LEVELS, extracted, probes_for
 from graphs.forget import DELETION_MODES, forget
 from graphs.memory import build_write_graph
@@ -83,6 +83,7 @@ from memkit.store import TIERS, Chunk, TieredMemoryStore
 __all__ = [
     "SweepConfig",
     "SweepLockedError",
+    "WorkerDied",
     "load_records",
     "register_cli",
     "run_sweep",
@@ -98,12 +99,17 @@ class SweepLockedError(RuntimeError):
     """Another process holds the output directory's lock."""
 
 
+_NOT_IDENTITY = {"workers", "api_key_env", "keep_stores"}
+"""Config fields that do not change a run's results (a resume may change them)."""
+
+
 class SweepConfig(BaseModel):
     """What a sweep runs. Every field but ``workers`` must match on ``--resume``.
 
     Attributes:
         data: ``"synthetic"`` or a path to a LongMemEval JSON file.
-        n: instances sampled (the study: 50).
+        n: instances sampled (the study: 50); ``None`` takes every instance of the
+            file. More than the file holds takes every instance, with a warning.
         seed: seeds the sample, the synthetic data, canary planting and bootstrap CIs.
         model: responder model spec (:func:`memkit.models.chat_model`).
         summarizer_model: summarizer spec (default: ``model``).
@@ -113,12 +119,18 @@ class SweepConfig(BaseModel):
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
         max_tokens: cap on generated tokens per LLM call (``None``: the backend's default).
+        base_url: server URL for ``openai:`` / ``ollama:`` models (``None``: the
+            provider's default or ``OPENAI_BASE_URL`` / ``OLLAMA_HOST``).
+        api_key_env: name of the environment variable holding the API key (the key
+            itself is never written to ``config.json``; not part of the identity).
         n_resamples: bootstrap resamples for CIs (the study: 1000).
         workers: parallel processes (not part of the run's identity).
+        keep_stores: also keep each deletion mode's forgotten store under
+            ``--out/stores`` for ``memkit residue`` (not part of the identity).
     """
 
     data: str = "synthetic"
-    n: int = Field(20, ge=1)
+    n: int | None = Field(20, ge=1)
     seed: int = 0
     model: str = "extractive"
     summarizer_model: str | None = None
@@ -128,8 +140,11 @@ class SweepConfig(BaseModel):
     synthetic_sessions: int | list[int] = Field(default_factory=lambda: [2, 6])
     synthetic_turns: int | list[int] = Field(default_factory=lambda: [6, 10])
     max_tokens: int | None = Field(None, ge=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
     n_resamples: int = Field(1000, ge=1)
     workers: int = Field(1, ge=1)
+    keep_stores: bool = False
 
     @field_validator("summary_levels")
     @classmethod
@@ -154,10 +169,28 @@ class SweepConfig(BaseModel):
             raise ValueError(f"unknown deletion modes {bad}; choose from {list(DELETION_MODES)}")
         return [m for m in DELETION_MODES if m in v]
 
+    def model_kwargs(self) -> dict[str, Any]:
+        """Constructor options for :func:`memkit.models.chat_model` from this config.
+
+        Raises:
+            ValueError: ``api_key_env`` names an unset environment variable.
+        """
+        kw: dict[str, Any] = {}
+        if self.max_tokens:
+            kw["max_tokens"] = self.max_tokens
+        if self.base_url:
+            kw["base_url"] = self.base_url
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ValueError(f"--api-key-env: the environment variable {self.api_key_env} is not set")
+            kw["api_key"] = key
+        return kw
+
     def identity(self) -> dict[str, Any]:
-        """The fields that define the run's results (all but ``workers``), plus the
+        """The fields that define the run's results (all but :data:`_NOT_IDENTITY`), plus the
         SHA-256 of the data file, so a resume over changed data is refused."""
-        ident = self.model_dump(exclude={"workers"})
+        ident = self.model_dump(exclude=_NOT_IDENTITY)
         if self.data != "synthetic":
             ident["data_sha256"] = _file_sha256(self.data)
         return ident
@@ -169,9 +202,9 @@ class SweepConfig(BaseModel):
             return v
         p = Path(v).expanduser()
         if not p.exists():
-            raise ValueError(f"--data: {v} does not exist (give a LongMemEval JSON file or 'synthetic')")
+            raise ValueError(f"{v} does not exist (give a LongMemEval JSON file or 'synthetic')")
         if not p.is_file():
-            raise ValueError(f"--data: {v} is not a file (give a LongMemEval JSON file or 'synthetic')")
+            raise ValueError(f"{v} is not a file (give a LongMemEval JSON file or 'synthetic')")
         return str(p.resolve())
 
 
@@ -189,20 +222,29 @@ def _file_sha256(path: str) -> str:
 def load_instances(config: SweepConfig) -> list[Instance]:
     """The sweep's instances: ``n`` synthetic ones, or a seeded stratified sample of a file.
 
+    ``n=None``, or ``n`` larger than the file, takes every instance of the file (the
+    latter with a warning).
+
     Raises:
         memkit.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
-        ValueError: ``n`` larger than the file.
+        ValueError: ``n=None`` with synthetic data.
     """
     if config.data == "synthetic":
+        if config.n is None:
+            raise ValueError("--n all needs --data FILE; synthetic data takes a number")
         size = {
             "sessions_per_instance": _size(config.synthetic_sessions),
             "turns_per_session": _size(config.synthetic_turns),
         }
         return synthetic(config.n, config.seed, **size)
     instances = load(config.data)
-    if config.n > len(instances):
-        raise ValueError(f"--n {config.n} exceeds the {len(instances)} instances in {config.data}")
-    if config.n == len(instances):
+    if config.n is not None and config.n > len(instances):
+        warnings.warn(
+            f"--n {config.n} exceeds the {len(instances)} instances in {config.data}: "
+            f"taking all {len(instances)}",
+            stacklevel=2,
+        )
+    if config.n is None or config.n >= len(instances):
         return list(instances)
     return sample(instances, config.n, config.seed, stratify=True)
 
@@ -222,20 +264,21 @@ def _collection(unit: str) -> str:
 # --------------------------------------------------------------------------- one unit
 
 
-_MODELS: dict[tuple[str, int | None], Any] = {}
+_MODELS: dict[tuple[str, str], Any] = {}
 
 
-def _shared_model(spec: str, max_tokens: int | None) -> Any:
-    """One chat model per (spec, max_tokens) per process, shared by the summarizer,
+def _shared_model(spec: str, config: SweepConfig) -> Any:
+    """One chat model per (spec, options) per process, shared by the summarizer,
     the responder and every unit (llama.cpp weights load once); ``extractive`` stays
     a spec string so the graphs call the model-free functions directly."""
     if spec == "extractive":
         return spec
-    key = (spec, max_tokens)
+    kw = config.model_kwargs()
+    key = (spec, json.dumps(kw, sort_keys=True))
     if key not in _MODELS:
         from memkit.models import chat_model
 
-        _MODELS[key] = chat_model(spec, **({"max_tokens": max_tokens} if max_tokens else {}))
+        _MODELS[key] = chat_model(spec, **kw)
     return _MODELS[key]
 
 
@@ -320,6 +363,7 @@ def run_unit(
     cache_path: str | Path | None,
     model: Any = None,
     summarizer_model: Any = None,
+    stores_dir: str | Path | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run one unit (instance × S) of the sweep.
 
@@ -331,6 +375,8 @@ def run_unit(
         cache_path: the shared LLM cache file, or ``None`` for no cache.
         model, summarizer_model: chat-model objects overriding ``config.model`` /
             ``config.summarizer_model`` (benchmarks pass counting fakes).
+        stores_dir: if given, each deletion mode's forgotten store (Chroma directory
+            and LLM cache) is kept under ``stores_dir/<question_id>/S<S>/<mode>/``.
 
     Returns:
         ``(records, counts)``: the unit's records in canonical order and its
@@ -341,9 +387,9 @@ def run_unit(
     secret = canary.value
     namespace = instance.question_id
     cache = LLMCache(cache_path) if cache_path is not None else None
-    resp_spec = model if model is not None else _shared_model(config.model, config.max_tokens)
+    resp_spec = model if model is not None else _shared_model(config.model, config)
     summ_spec = summarizer_model or (
-        _shared_model(config.summarizer_model, config.max_tokens) if config.summarizer_model else resp_spec
+        _shared_model(config.summarizer_model, config) if config.summarizer_model else resp_spec
     )
     summarizer = make_summarizer(summ_spec, cache=cache)
     respond = _Responses(make_responder(resp_spec, cache=cache))
@@ -396,7 +442,7 @@ def run_unit(
             records += _residue_phase(
                 config, store, mode, S=S, namespace=namespace, secret=secret, base=base,
                 expected=instance.answer_text, questions=questions, probes=probes,
-                summarizer_spec=summ_spec, cache=cache, respond=respond,
+                summarizer_spec=summ_spec, cache=cache, respond=respond, stores_dir=stores_dir,
             )
     finally:
         store.close()
@@ -420,6 +466,7 @@ def _residue_phase(
     summarizer_spec: Any,
     cache: LLMCache | None,
     respond: _Responses,
+    stores_dir: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """Forget with ``mode`` on a copy of the unit's memory; measure FRS, PR after, forensics."""
     tmp = Path(tempfile.mkdtemp(prefix=f"memkit-{mode}-"))
@@ -451,6 +498,11 @@ def _residue_phase(
         # Scan after the client is closed, so chroma has flushed what it holds in
         # memory and the bytes on disk do not depend on background timing.
         report = residue.scan(tmp / "chroma", secret, cache_paths=[mode_cache.path] if mode_cache else ())
+        if stores_dir is not None:
+            safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", base["question_id"]).lstrip(".") or "_"
+            keep = Path(stores_dir) / safe_id / f"S{S}" / mode
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tmp, keep)
         forensics = {
             "type": "forensics",
             "unit": base["unit"],
@@ -544,11 +596,11 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _worker(config_json: str, instance_json: str, S: int, cache_path: str | None) -> tuple[str, list, dict]:
+def _worker(config_json: str, instance_json: str, S: int, cache_path: str | None,
+            stores_dir: str | None) -> tuple[list, dict]:
     config = SweepConfig.model_validate_json(config_json)
     instance = Instance.model_validate_json(instance_json)
-    records, counts = run_unit(config, instance, S, cache_path=cache_path)
-    return _unit_id(instance.question_id, S), records, counts
+    return run_unit(config, instance, S, cache_path=cache_path, stores_dir=stores_dir)
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -581,12 +633,29 @@ def run_sweep(
     Returns:
         The metrics dict written to ``metrics.json``.
 
+    Everything that can be checked before a run is checked before ``out`` is
+    created or changed: the data file (loaded and validated), the model specs
+    (installed, runnable, reachable). A refused run leaves ``out`` as it was.
+
     Raises:
         SweepLockedError: another process is writing to ``out``.
         FileExistsError: ``out`` holds results and ``resume`` is False.
-        ValueError: ``resume`` with a different configuration.
+        ValueError: ``resume`` with a different configuration, or bad options.
+        memkit.longmemeval.LongMemEvalError: a malformed data file.
+        memkit.models.ModelSpecError: a model that cannot be built or run.
+        WorkerDied: a worker process died (its unit is named; ``--resume`` goes on).
     """
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; give a directory")
+    instances = load_instances(config)
+    if model is None:
+        from memkit.models import check_spec
+
+        kw = config.model_kwargs()
+        for spec in {config.model, config.summarizer_model or config.model}:
+            check_spec(spec, **kw)
+    identity = config.identity()  # hashes the data file once
     out.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(out / ".lock"))
     try:
@@ -597,7 +666,8 @@ def run_sweep(
             "wait for it or choose another --out"
         ) from exc
     try:
-        return _run_locked(config, out, resume, progress, model, summarizer_model, use_cache, write_outputs)
+        return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
+                           use_cache, write_outputs)
     finally:
         lock.release()
 
@@ -605,6 +675,8 @@ def run_sweep(
 def _run_locked(
     config: SweepConfig,
     out: Path,
+    instances: list[Instance],
+    identity: dict[str, Any],
     resume: bool,
     progress: bool,
     model: Any,
@@ -614,28 +686,32 @@ def _run_locked(
 ) -> dict[str, Any]:
     results = out / RESULTS
     cfg_path = out / "config.json"
-    if results.exists() and results.stat().st_size > 0 and not resume:
+    records, done, bad = load_records(results) if results.exists() else ([], set(), [])
+    if done and not resume:
         raise FileExistsError(
             f"{results} already holds results: pass --resume to continue that sweep, "
-            "or choose another --out"
+            f"choose a new --out, or remove {out} to start over"
         )
-    identity = config.identity()  # hashes the data file once
-    if resume and cfg_path.exists():
+    if done and cfg_path.exists():
         before = json.loads(cfg_path.read_text())
-        before.pop("workers", None)
+        for key in _NOT_IDENTITY:
+            before.pop(key, None)
         if before != identity:
             diff = sorted(k for k in set(before) | set(identity) if before.get(k) != identity.get(k))
-            raise ValueError(f"--resume with a different configuration than {cfg_path}: {diff} differ")
+            raise ValueError(
+                f"--resume with a different configuration than {cfg_path} ({', '.join(diff)} differ): "
+                f"rerun with that configuration, choose a new --out, or remove {out} to start over"
+            )
+    # No completed unit yet (a fresh directory, or a run that failed before its
+    # first unit): nothing can be lost, so this configuration simply takes over.
     cfg_path.write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
 
-    instances = load_instances(config)
     units = [(inst, S) for inst in instances for S in config.summary_levels]
     order = {_unit_id(inst.question_id, S): i for i, (inst, S) in enumerate(units)}
     if len(order) != len(units):
         raise ValueError("duplicate question_id in the data: unit ids must be unique")
 
-    records, done, bad = load_records(results) if resume else ([], set(), [])
-    if resume and results.exists():
+    if results.exists():
         if bad:
             backup = results.with_name(f"{RESULTS}.damaged-{int(time.time())}")
             shutil.copyfile(results, backup)
@@ -649,6 +725,7 @@ def _run_locked(
         _rewrite(results, keep)  # only intact, completed units of this configuration
     results.touch()
     cache_path = str(out / CACHE) if use_cache else None
+    stores_dir = str(out / "stores") if config.keep_stores else None
     # Temporary store copies (the residue phase) live under --out, never in the
     # system temp dir, and whatever a killed run left there is removed now.
     work = out / ".work"
@@ -662,11 +739,11 @@ def _run_locked(
             if config.workers <= 1 or model is not None or summarizer_model is not None:
                 for inst, S in todo:
                     recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
-                                            summarizer_model=summarizer_model)
+                                            summarizer_model=summarizer_model, stores_dir=stores_dir)
                     _append_unit(fh, recs, _unit_id(inst.question_id, S), counts)
                     bar.update(1)
             else:
-                _run_parallel(config, todo, cache_path, fh, bar, work)
+                _run_parallel(config, todo, cache_path, stores_dir, fh, bar, work)
     finally:
         bar.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -694,26 +771,16 @@ def _tempdir(path: Path) -> Iterator[None]:
 
 
 def _run_parallel(config: SweepConfig, todo: list[tuple[Instance, int]], cache_path: str | None,
-                  fh: Any, bar: tqdm, work: Path) -> None:
+                  stores_dir: str | None, fh: Any, bar: tqdm, work: Path) -> None:
     cfg = config.model_dump_json()
-    ctx = get_context("spawn")
-    with ProcessPoolExecutor(max_workers=config.workers, mp_context=ctx, initializer=_worker_init,
-                             initargs=(str(work), os.getpid())) as pool:
-        pending: set[Future] = set()
-        queue: Iterator[tuple[Instance, int]] = iter(todo)
-        for inst, S in queue:
-            pending.add(pool.submit(_worker, cfg, inst.model_dump_json(), S, cache_path))
-            if len(pending) >= 2 * config.workers:
-                break
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                unit, recs, counts = fut.result()
-                _append_unit(fh, recs, unit, counts)
-                bar.update(1)
-                nxt = next(queue, None)
-                if nxt is not None:
-                    pending.add(pool.submit(_worker, cfg, nxt[0].model_dump_json(), nxt[1], cache_path))
+    tasks = (
+        (_unit_id(inst.question_id, S), (cfg, inst.model_dump_json(), S, cache_path, stores_dir))
+        for inst, S in todo
+    )
+    for unit, (recs, counts) in run_tasks(_worker, tasks, workers=config.workers,
+                                           initializer=_worker_init, initargs=(str(work), os.getpid())):
+        _append_unit(fh, recs, unit, counts)
+        bar.update(1)
 
 
 def _canonical(records: list[dict[str, Any]], order: dict[str, int]) -> list[dict[str, Any]]:
@@ -784,38 +851,59 @@ _OPTION_NAMES = {"ks": "--k", "n": "--n", "summary_levels": "--summary-levels", 
                  "n_resamples": "--n-resamples", "max_tokens": "--max-tokens"}
 
 
+def _n_option(text: str) -> int | None:
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"takes a positive integer or 'all', got {text!r}") from exc
+
+
 def register_cli(app: typer.Typer) -> None:
     """Register ``memkit sweep`` on the ``memkit`` app."""
 
     @app.command("sweep")
     def sweep_cmd(
         data: str = typer.Option("synthetic", help="LongMemEval JSON file, or 'synthetic'."),
-        n: int = typer.Option(20, help="Instances (sampled with --seed, stratified by type)."),
+        n: str = typer.Option("20", help="Instances (sampled with --seed, stratified by type), or 'all'."),
         seed: int = typer.Option(0, help="Seed for sampling, synthetic data, canaries and CIs."),
         model: str = typer.Option("extractive", help="Responder model spec."),
         summarizer_model: str | None = typer.Option(None, help="Summarizer model spec (default: --model)."),
+        base_url: str | None = typer.Option(
+            None, help="Server URL for openai:/ollama: models (default: OPENAI_BASE_URL / OLLAMA_HOST)."),
+        api_key_env: str | None = typer.Option(
+            None, help="Environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY)."),
         summary_levels: str = typer.Option("0,1,2", help="Summary levels S, comma-separated."),
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
         deletion_modes: str = typer.Option(",".join(DELETION_MODES), help="Deletion modes ('' for none)."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
         out: Path = typer.Option(Path("runs/sweep"), help="Output directory."),
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
+        keep_stores: bool = typer.Option(
+            False, help="Keep each deletion mode's forgotten store under OUT/stores for `memkit residue`."),
         max_tokens: int | None = typer.Option(None, help="Cap on tokens per LLM call."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for CIs."),
         quiet: bool = typer.Option(False, help="No progress bar."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
+        from memkit.longmemeval import LongMemEvalError
+        from memkit.models import ModelSpecError
+
         try:
             config = SweepConfig(
                 data=data,
-                n=n,
+                n=_n_option(n),
                 seed=seed,
                 model=model,
                 summarizer_model=summarizer_model,
+                base_url=base_url,
+                api_key_env=api_key_env,
                 summary_levels=_int_list(summary_levels, "--summary-levels"),
                 ks=_int_list(k, "--k"),
                 deletion_modes=[m.strip() for m in deletion_modes.split(",") if m.strip()],
                 workers=workers,
+                keep_stores=keep_stores,
                 max_tokens=max_tokens,
                 n_resamples=n_resamples,
             )
@@ -826,12 +914,24 @@ def register_cli(app: typer.Typer) -> None:
                 msg = str(err["msg"]).removeprefix("Value error, ")
                 typer.echo(f"memkit sweep: {option}: {msg}", err=True)
             raise typer.Exit(2) from exc
-        if out.exists() and not out.is_dir():
-            typer.echo(f"memkit sweep: --out {out} is a file; give a directory", err=True)
-            raise typer.Exit(2)
         t0 = time.perf_counter()
         try:
-            metrics = run_sweep(config, out, resume=resume, progress=not quiet)
+            with warnings.catch_warnings():
+                warnings.showwarning = _echo_warning
+                metrics = run_sweep(config, out, resume=resume, progress=not quiet)
+        except WorkerDied as exc:
+            typer.echo(
+                f"memkit sweep: {exc}. The units finished before it are kept in {out / RESULTS}; "
+                f"fix the cause, then rerun the same command with --resume to go on.",
+                err=True,
+            )
+            raise typer.Exit(3) from exc
+        except LongMemEvalError as exc:
+            typer.echo(f"memkit sweep: --data: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        except ModelSpecError as exc:
+            typer.echo(f"memkit sweep: --model: {exc}", err=True)
+            raise typer.Exit(2) from exc
         except (SweepLockedError, OSError, ValueError) as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -842,3 +942,10 @@ def register_cli(app: typer.Typer) -> None:
                 f"  S={row['S']}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={row['PUA']:.2f}"
             )
         typer.echo(f"  report: {out / 'report.md'}")
+        if config.keep_stores:
+            typer.echo(f"  forgotten stores: {out / 'stores'} (scan one with `memkit residue DIR/chroma SECRET`)")
+
+
+def _echo_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                  line: Any = None) -> None:
+    typer.echo(f"memkit sweep: note: {message}", err=True)
