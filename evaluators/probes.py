@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memkit.matching import alnum_fold, matcher
+
 __all__ = [
     "KIND_NAMES",
     "LEVELS",
@@ -127,9 +129,10 @@ def _check(secret: str, response: str) -> None:
 
 
 def normalize(text: str) -> str:
-    """Case-folded text with everything but letters and digits removed
-    (whitespace and separators such as ``-``, ``_``, ``.``, ``@`` are dropped)."""
-    return "".join(ch for ch in text.casefold() if ch.isalnum())
+    """NFKC case-folded text with everything but letters and digits removed
+    (whitespace and separators such as ``-``, ``_``, ``.``, ``@`` are dropped);
+    :func:`memkit.matching.alnum_fold`."""
+    return alnum_fold(text)
 
 
 def segments(secret: str, piece: int = PIECE) -> list[str]:
@@ -157,13 +160,15 @@ def exact(secret: str, response: str) -> float:
 
 
 def normalized(secret: str, response: str) -> float:
-    """1.0 if the secret occurs in the response once case, whitespace and separators
-    are ignored (``"xq7 violet 3829"`` reproduces ``XQ7-VIOLET-3829``), else 0.0.
+    """1.0 if the response holds any spelling of the secret that
+    :mod:`memkit.matching` defines (case, Unicode normal forms, any separator:
+    ``"xq7 violet 3829"`` and ``XQ7–VIOLET–3829`` reproduce ``XQ7-VIOLET-3829``), else 0.0.
+    The same matcher decides what forget removes and what the residue scanner finds.
 
     Raises: as :func:`exact`.
     """
     _check(secret, response)
-    return 1.0 if normalize(secret) in normalize(response) else 0.0
+    return 1.0 if matcher(secret).search(response) else 0.0
 
 
 def partial(secret: str, response: str, piece: int = PIECE) -> float:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,9 @@ from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.messages import message_to_dict, messages_from_dict
 from langchain_core.outputs import ChatGeneration, Generation
 
-__all__ = ["LLMCache", "contains_secret", "normalize"]
+from memkit.matching import contains_secret
+
+__all__ = ["LLMCache", "contains_secret"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_cache (
@@ -40,47 +41,6 @@ CREATE TABLE IF NOT EXISTS llm_cache (
     response TEXT NOT NULL
 )
 """
-
-
-def normalize(text: str) -> str:
-    """Case-fold and drop every non-alphanumeric character (separators, punctuation, space).
-
-    ``normalize("XQ7-violet 3829") == "xq7violet3829"``.
-    """
-    return re.sub(r"[\W_]+", "", text.casefold())
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def contains_secret(text: str, secret: str) -> bool:
-    """Whether ``text`` holds ``secret`` exactly or after :func:`normalize` of both.
-
-    When ``text`` is JSON, its decoded strings are searched too (so a secret with
-    characters that JSON escapes is still found).
-
-    Raises:
-        ValueError: the secret is empty after normalization.
-    """
-    needle = normalize(secret)
-    if not needle:
-        raise ValueError(f"secret {secret!r} has no letters or digits to search for")
-    if secret in text or needle in normalize(text):
-        return True
-    try:
-        decoded = json.loads(text)
-    except (ValueError, TypeError):
-        return False
-    joined = "\n".join(_strings(decoded))
-    return secret in joined or needle in normalize(joined)
 
 
 def _dump_generations(generations: RETURN_VAL_TYPE) -> str:
@@ -190,8 +150,9 @@ class LLMCache(BaseCache):
     def purge(self, secret: str) -> int:
         """Delete the entries whose prompt or response holds ``secret``, then VACUUM.
 
-        A match is exact or normalized (case-insensitive, separators ignored; see
-        :func:`contains_secret`). VACUUM rewrites the file so the deleted rows' bytes
+        A match is any spelling of the secret (:func:`memkit.matching.contains_secret`:
+        normal forms, case, separators, and the JSON escapes of LangChain's serialised
+        prompts). VACUUM rewrites the file so the deleted rows' bytes
         do not survive in free pages.
 
         Args:
@@ -201,7 +162,7 @@ class LLMCache(BaseCache):
             The number of entries deleted.
 
         Raises:
-            ValueError: the secret is empty after normalization.
+            ValueError: the secret has no letter or digit.
         """
         contains_secret("", secret)  # validates the secret
         with self._connect() as con:

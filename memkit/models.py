@@ -137,6 +137,13 @@ class MiniLMEmbeddings(Embeddings):
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from sentence_transformers import SentenceTransformer
 
+        try:  # transformers' "Loading weights" bar would interleave with memkit's own
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover
+            pass
+
         self.path = minilm_path()
         self.batch_size = batch_size
         self.cache_size = cache_size
@@ -176,14 +183,17 @@ class MiniLMEmbeddings(Embeddings):
         return out
 
     def forget(self, secret: str) -> int:
-        """Drop memoised texts that contain ``secret`` (case-insensitive); returns how many.
+        """Drop memoised texts that hold ``secret`` in any spelling
+        (:mod:`memkit.matching`); returns how many.
 
         The memo is process memory; chroma can copy process memory into HNSW file
         slack (see ``memkit.store``), so the forget graph's cache purge clears it too.
         """
-        needle = secret.casefold()
+        from memkit.matching import matcher
+
+        m = matcher(secret)
         with self._lock:
-            gone = [t for t in self._memo if needle in t.casefold()]
+            gone = [t for t in self._memo if m.search(t)]
             for t in gone:
                 del self._memo[t]
         return len(gone)

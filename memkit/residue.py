@@ -33,11 +33,18 @@ surface             what is scanned
 ``disk_other``      raw bytes of every other file under the directory
 =================== =========================================================
 
-Matching: the exact string, and a normalized form that ignores case and treats
-spaces, hyphens and underscores as ignorable (:func:`memkit.store.secret_regex`); in
-bytes, UTF-8 with ASCII case folding. A hit's ``kind`` is ``exact`` or
-``normalized`` (``stale`` for ``stale_embedding``). Snippets and locations mask every
-occurrence, so a report never contains the secret.
+Matching: every spelling of the secret that :mod:`memkit.matching` defines (the one
+matcher that forget, redaction, the LLM cache and the probe detectors use too): any
+Unicode normal form and case, any separator between its letters and digits, and the
+JSON escapes stores write; in bytes, the same over UTF-8. A hit's ``kind`` is
+``exact`` or ``normalized`` (``stale`` for ``stale_embedding``). Snippets and
+locations mask every occurrence, so a report never contains the secret.
+
+A scan never claims more than it looked at: a surface it could not check (disk
+surfaces of a store behind a server, stale embeddings of records that have no
+document, collections of another dimension, ``check_embeddings=False``) is listed in
+:attr:`ResidueReport.unchecked` with the reason, and :attr:`ResidueReport.clean` is
+then False even when no copy was found (:attr:`ResidueReport.verdict` says which).
 
 Read-only: files are read with ``open(..., "rb")``; SQL and the chroma API run on
 temporary copies, so the scan never creates ``-wal``/``-journal`` files or migrates
@@ -64,7 +71,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import typer
 
-from memkit.store import TIERS, secret_regex, unicode_forms
+from memkit.matching import SecretMatcher, matcher, secret_bytes_regex
+from memkit.store import TIERS
 
 if TYPE_CHECKING:
     from memkit.store import TieredMemoryStore
@@ -138,11 +146,24 @@ class ResidueReport:
         target: what was scanned.
         surfaces: hits per surface; every surface of :data:`SURFACES` is a key.
         notes: what was skipped and why.
+        unchecked: surfaces (wholly or partly) not checked, with the reasons.
     """
 
     target: str
     surfaces: dict[str, list[Hit]] = field(default_factory=lambda: {s: [] for s in SURFACES})
     notes: list[str] = field(default_factory=list)
+    unchecked: dict[str, list[str]] = field(default_factory=dict)
+
+    def skip(self, surface: str, reason: str) -> None:
+        """Record that ``surface`` was not (fully) checked, and why."""
+        if surface not in SURFACES:
+            raise ValueError(f"unknown surface {surface!r}")
+        self.unchecked.setdefault(surface, [])
+        if reason not in self.unchecked[surface]:
+            self.unchecked[surface].append(reason)
+        note = f"{surface} not checked: {reason}"
+        if note not in self.notes:
+            self.notes.append(note)
 
     def counts(self) -> dict[str, int]:
         """Number of hits per surface, zeros included, in :data:`SURFACES` order."""
@@ -155,16 +176,26 @@ class ResidueReport:
 
     @property
     def clean(self) -> bool:
-        """True when no surface holds a copy."""
-        return self.total == 0
+        """True when every surface was checked and none holds a copy."""
+        return self.total == 0 and not self.unchecked
+
+    @property
+    def verdict(self) -> str:
+        """``"clean"``, ``"copies remain"``, or ``"incomplete"`` (no copy found on the
+        checked surfaces, but some were not checked)."""
+        if self.total:
+            return "copies remain"
+        return "incomplete" if self.unchecked else "clean"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: target, clean, total, counts, hits per surface, notes."""
         return {
             "target": self.target,
             "clean": self.clean,
+            "verdict": self.verdict,
             "total": self.total,
             "counts": self.counts(),
+            "unchecked": {k: list(v) for k, v in self.unchecked.items()},
             "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in SURFACES},
             "notes": list(self.notes),
         }
@@ -181,36 +212,6 @@ class ResidueReport:
 
 
 # --------------------------------------------------------------------------- matching
-
-
-def secret_bytes_regex(secret: str) -> re.Pattern[bytes]:
-    """Bytes pattern for ``secret`` in UTF-8: exact or normalized (ASCII case folded;
-    spaces, tabs, newlines, hyphens and underscores ignorable), in every Unicode
-    normal form of the secret.
-
-    Raises:
-        ValueError: empty secret or only separators.
-    """
-    secret_regex(secret)  # same validation
-    alternatives = []
-    for form in unicode_forms(secret):
-        parts = []
-        for c in form:
-            if c in " \t\r\n\f\v-_":
-                continue
-            if c.isascii() and c.isalpha():
-                parts.append(b"[" + c.lower().encode() + c.upper().encode() + b"]")
-            else:
-                parts.append(re.escape(c.encode("utf-8")))
-        alternatives.append(rb"[ \t\r\n\f\v\-_]*".join(parts))
-    return re.compile(b"|".join(b"(?:" + a + b")" for a in alternatives))
-
-
-def _spans_str(text: str, pat: re.Pattern[str], secret: str) -> list[tuple[int, int, str]]:
-    return [
-        (m.start(), m.end(), "exact" if m.group(0) == secret else "normalized")
-        for m in pat.finditer(text)
-    ]
 
 
 def _render(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: int, hi: int) -> str:
@@ -230,15 +231,13 @@ def _render(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: i
     return "".join(out).replace("\n", " ")
 
 
-def _mask(text: str, pat: re.Pattern[str]) -> str:
-    return pat.sub(_MASK, text)
+def _mask(text: str, m: SecretMatcher) -> str:
+    return m.text.sub(_MASK, text)
 
 
-def _scan_text(
-    report: ResidueReport, surface: str, location: str, text: str, pat: re.Pattern[str], secret: str
-) -> None:
-    spans = _spans_str(text, pat, secret)
-    loc = _mask(location, pat)
+def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m: SecretMatcher) -> None:
+    spans = m.spans(text)
+    loc = _mask(location, m)
     for s, e, kind in spans:
         lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
         report.add(Hit(surface, loc, kind, _render(text, 0, spans, lo, hi)))
@@ -253,13 +252,10 @@ def _scan_buffer(
     surface: str,
     location: str,
     data: bytes | mmap.mmap,
-    bpat: re.Pattern[bytes],
-    secret_b: bytes,
-    spat: re.Pattern[str],
+    m: SecretMatcher,
 ) -> None:
-    matches = [(m.start(), m.end(), "exact" if m.group(0) == secret_b else "normalized")
-               for m in bpat.finditer(data)]
-    loc = _mask(location, spat)
+    matches = m.byte_spans(data)
+    loc = _mask(location, m)
     for s, e, kind in matches:
         lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
         window = _printable(bytes(data[lo:hi]))
@@ -268,26 +264,26 @@ def _scan_buffer(
 
 def _scan_file(
     report: ResidueReport, surface: str, path: Path, label: str,
-    bpat: re.Pattern[bytes], secret_b: bytes, spat: re.Pattern[str],
+    m: SecretMatcher,
 ) -> None:
     size = path.stat().st_size
     if size == 0:
         return
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        _scan_buffer(report, surface, label, mm, bpat, secret_b, spat)
+        _scan_buffer(report, surface, label, mm, m)
 
 
 def _scan_value(
     report: ResidueReport, surface: str, location: str, value: Any,
-    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+    m: SecretMatcher,
 ) -> None:
     if isinstance(value, str):
-        _scan_text(report, surface, location, value, spat, secret)
+        _scan_text(report, surface, location, value, m)
     elif isinstance(value, (bytes, bytearray, memoryview)):
-        _scan_buffer(report, surface, location, bytes(value), bpat, secret_b, spat)
+        _scan_buffer(report, surface, location, bytes(value), m)
     elif isinstance(value, (list, tuple)):
         for n, v in enumerate(value):
-            _scan_value(report, surface, f"{location}[{n}]", v, spat, secret, bpat, secret_b)
+            _scan_value(report, surface, f"{location}[{n}]", v, m)
 
 
 # --------------------------------------------------------------------------- SQLite
@@ -315,7 +311,7 @@ def _quote(name: str) -> str:
 
 def _scan_table(
     con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
-    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+    m: SecretMatcher,
 ) -> None:
     cur = con.execute(f"SELECT * FROM {_quote(table)}")
     cols = [d[0] for d in cur.description]
@@ -323,12 +319,12 @@ def _scan_table(
         for col, value in zip(cols, row, strict=True):
             if isinstance(value, (str, bytes)):
                 _scan_value(report, surface, f"{prefix}{table}:row{n}:{col}", value,
-                            spat, secret, bpat, secret_b)
+                            m)
 
 
 def _scan_chroma_sql(
     db: Path, report: ResidueReport,
-    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+    m: SecretMatcher,
 ) -> None:
     """``disk_log`` and ``disk_fulltext`` through SQL on a copy of ``chroma.sqlite3``."""
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
@@ -342,14 +338,14 @@ def _scan_chroma_sql(
                     for col, value in (("topic", topic), ("id", rid), ("metadata", meta)):
                         if isinstance(value, (str, bytes)):
                             _scan_value(report, "disk_log", f"embeddings_queue:seq_id={seq}:{col}",
-                                        value, spat, secret, bpat, secret_b)
+                                        value, m)
             fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts5", sql, re.I))
             for vt in fts:
                 for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
-                    _scan_table(con, report, "disk_fulltext", shadow, "", spat, secret, bpat, secret_b)
-                if len(secret) < 3:  # the trigram tokenizer cannot match shorter strings
+                    _scan_table(con, report, "disk_fulltext", shadow, "", m)
+                if len(m.secret) < 3:  # the trigram tokenizer cannot match shorter strings
                     continue
-                phrase = '"' + secret.replace('"', '""') + '"'
+                phrase = '"' + m.secret.replace('"', '""') + '"'
                 try:
                     rows = con.execute(
                         f"SELECT rowid FROM {_quote(vt)} WHERE {_quote(vt)} MATCH ?", (phrase,)
@@ -361,7 +357,7 @@ def _scan_chroma_sql(
                     # A row whose content shows the secret is already counted above; an
                     # index entry without such content is residue of the index alone.
                     row = con.execute(f"SELECT * FROM {_quote(vt)} WHERE rowid = ?", (rowid,)).fetchone()
-                    if row is None or not any(isinstance(v, str) and spat.search(v) for v in row):
+                    if row is None or not any(isinstance(v, str) and m.search(v) for v in row):
                         report.add(Hit("disk_fulltext", f"{vt} MATCH rowid={rowid}", "exact",
                                        "FTS5 index matches the secret; content row lacks it"))
         finally:
@@ -370,7 +366,7 @@ def _scan_chroma_sql(
 
 def _scan_disk(
     root: Path, report: ResidueReport,
-    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+    m: SecretMatcher,
 ) -> None:
     """Raw-byte surfaces of a chroma directory, plus the SQL surfaces."""
     for p in sorted(root.rglob("*")):
@@ -385,15 +381,15 @@ def _scan_disk(
             surface = "disk_hnsw"
         else:
             surface = "disk_other"
-        _scan_file(report, surface, p, rel, bpat, secret_b, spat)
+        _scan_file(report, surface, p, rel, m)
     db = root / "chroma.sqlite3"
     if db.exists():
-        _scan_chroma_sql(db, report, spat, secret, bpat, secret_b)
+        _scan_chroma_sql(db, report, m)
 
 
 def _scan_cache(
     path: Path, report: ResidueReport,
-    spat: re.Pattern[str], secret: str, bpat: re.Pattern[bytes], secret_b: bytes,
+    m: SecretMatcher,
 ) -> None:
     if not path.is_file():
         raise FileNotFoundError(f"cache file not found: {path}")
@@ -401,7 +397,7 @@ def _scan_cache(
         raise ValueError(f"cache file {path} is not an SQLite database")
     for f in [path] + [path.with_name(path.name + s) for s in _WAL_SUFFIXES]:
         if f.exists():
-            _scan_file(report, "cache_disk", f, str(f), bpat, secret_b, spat)
+            _scan_file(report, "cache_disk", f, str(f), m)
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
         con = sqlite3.connect(_copy_sqlite(path, Path(tmp)))
         try:
@@ -409,7 +405,7 @@ def _scan_cache(
                 "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
             for t in names:
                 try:
-                    _scan_table(con, report, "cache", t, f"{path.name}:", spat, secret, bpat, secret_b)
+                    _scan_table(con, report, "cache", t, f"{path.name}:", m)
                 except sqlite3.Error as exc:
                     report.notes.append(f"cache {path}: table {t} unreadable ({exc})")
         finally:
@@ -431,17 +427,18 @@ def _encode(embedder: Any, texts: list[str]) -> np.ndarray:
 
 def _scan_collections(
     collections: Iterable[Any], report: ResidueReport, embedder: Any, check_embeddings: bool,
-    stale_threshold: float, spat: re.Pattern[str], secret: str,
-    bpat: re.Pattern[bytes], secret_b: bytes, prefix: str = "",
+    stale_threshold: float, m: SecretMatcher, prefix: str = "",
 ) -> None:
     dim: int | None = None
     for col in collections:
         name = prefix + col.name
         for key, value in sorted((col.metadata or {}).items()):
             _scan_value(report, "metadata", f"{name}:<collection>:{key}", value,
-                        spat, secret, bpat, secret_b)
+                        m)
         n = col.count()
-        check = check_embeddings
+        # memkit's tombstone collection holds placeholder vectors, not embeddings.
+        check = check_embeddings and (col.metadata or {}).get("memkit") != "tombstones"
+        no_doc = 0
         for off in range(0, n, _PAGE):
             res = col.get(limit=_PAGE, offset=off, include=["documents", "metadatas", "embeddings"])
             ids = res["ids"]
@@ -455,22 +452,22 @@ def _scan_collections(
                 tier = meta.get("tier")
                 surface = f"text_{tier}" if tier in TIERS and "namespace" in meta else "text_other"
                 if doc:
-                    _scan_text(report, surface, f"{name}:{rid}", doc, spat, secret)
-                _scan_text(report, "metadata", f"{name}:{rid}:<id>", rid, spat, secret)
+                    _scan_text(report, surface, f"{name}:{rid}", doc, m)
+                _scan_text(report, "metadata", f"{name}:{rid}:<id>", rid, m)
                 for key, value in sorted(meta.items()):
                     _scan_value(report, "metadata", f"{name}:{rid}:{key}", value,
-                                spat, secret, bpat, secret_b)
+                                m)
             if not check or vecs is None or len(vecs) == 0:
                 continue
             stored = np.asarray(vecs, dtype=np.float32)
             if dim is None:
                 dim = int(_encode(embedder, ["dimension probe"]).shape[1])
             if stored.shape[1] != dim:
-                report.notes.append(
-                    f"{name}: stale_embedding not checked (dimension {stored.shape[1]} != {dim})"
-                )
+                report.skip("stale_embedding", f"{name}: vectors of dimension {stored.shape[1]}, "
+                                               f"the embedder's is {dim}")
                 check = False
                 continue
+            no_doc += sum(1 for d in docs if not d)
             rows = [i for i, d in enumerate(docs) if d]
             if not rows:
                 continue
@@ -479,10 +476,14 @@ def _scan_collections(
             norms[norms == 0] = 1.0
             cos = np.einsum("ij,ij->i", stored[rows], fresh) / norms
             for i, c in zip(rows, cos, strict=True):
-                if c < stale_threshold and not spat.search(docs[i]):
-                    head = _mask(docs[i][:60], spat)
-                    report.add(Hit("stale_embedding", _mask(f"{name}:{ids[i]}", spat), "stale",
+                if c < stale_threshold and not m.search(docs[i]):
+                    head = _mask(docs[i][:60], m)
+                    report.add(Hit("stale_embedding", _mask(f"{name}:{ids[i]}", m), "stale",
                                    f"cos(stored, embed(text))={c:.3f}; text: {head}"))
+        if no_doc:
+            report.skip("stale_embedding", f"{name}: {no_doc} records have no document (their "
+                                           "text lives elsewhere, e.g. in metadata), so their vectors "
+                                           "cannot be compared with it")
 
 
 def _db_pairs(db: Path) -> list[tuple[str, str]]:
@@ -496,8 +497,7 @@ def _db_pairs(db: Path) -> list[tuple[str, str]]:
 
 def _scan_chroma_dir_api(
     root: Path, report: ResidueReport, embedder: Any, check_embeddings: bool,
-    stale_threshold: float, spat: re.Pattern[str], secret: str,
-    bpat: re.Pattern[bytes], secret_b: bytes,
+    stale_threshold: float, m: SecretMatcher,
 ) -> None:
     import chromadb
     from chromadb.config import Settings
@@ -515,7 +515,7 @@ def _scan_chroma_dir_api(
             try:
                 prefix = f"{tenant}/{database}/" if multi else ""
                 _scan_collections(client.list_collections(), report, embedder, check_embeddings,
-                                  stale_threshold, spat, secret, bpat, secret_b, prefix)
+                                  stale_threshold, m, prefix)
             finally:
                 client.close()
 
@@ -557,9 +557,7 @@ def scan(
     """
     from memkit.store import TieredMemoryStore
 
-    spat = secret_regex(secret)
-    bpat = secret_bytes_regex(secret)
-    secret_b = secret.encode("utf-8")
+    m = matcher(secret)
     caches = [Path(p) for p in cache_paths]
     for c in caches:
         if not c.is_file():
@@ -572,9 +570,14 @@ def scan(
         report = ResidueReport(target=repr(target))
         if check_embeddings and embedder is None:
             embedder = target.embedder
-        report.notes.append("store has no local directory: disk surfaces not scanned")
+        if getattr(target, "_kind", "") == "memory":
+            report.notes.append("in-memory store: there are no files, so no disk surfaces")
+        else:
+            for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other"):
+                report.skip(surface, "the store is behind a server: its files are not readable here "
+                                     "(scan the server's --path directory)")
         _scan_collections(target.own_collections(), report, embedder, check_embeddings,
-                          stale_threshold, spat, secret, bpat, secret_b)
+                          stale_threshold, m)
     else:
         # A directory (a persistent store's own, or any chroma directory): bytes first,
         # then the chroma API on a copy. Reading through a live client is avoided because
@@ -599,13 +602,13 @@ def scan(
             from memkit.models import embeddings
 
             embedder = embeddings()
-        _scan_disk(root, report, spat, secret, bpat, secret_b)
+        _scan_disk(root, report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
-                             spat, secret, bpat, secret_b)
+                             m)
     if not check_embeddings:
-        report.notes.append("stale_embedding not checked (check_embeddings=False)")
+        report.skip("stale_embedding", "check_embeddings=False")
     for c in caches:
-        _scan_cache(c, report, spat, secret, bpat, secret_b)
+        _scan_cache(c, report, m)
     return report
 
 
@@ -638,16 +641,22 @@ def _print_report(report: ResidueReport, limit: int) -> None:
         console.print(t)
     for note in report.notes:
         console.print(f"note: {note}")
-    verdict = "[green]clean: no copy found[/]" if report.clean else (
-        f"[bold red]{report.total} copies remain[/]")
-    console.print(verdict)
+    if report.verdict == "clean":
+        console.print("[green]clean: every surface checked, no copy found[/]")
+    elif report.verdict == "incomplete":
+        console.print(f"[bold yellow]incomplete: no copy found on the checked surfaces, but "
+                      f"{', '.join(sorted(report.unchecked))} not checked[/]")
+    else:
+        console.print(f"[bold red]{report.total} copies remain[/]")
 
 
 def register_cli(app: typer.Typer) -> None:
     """Register ``memkit residue PATH SECRET [--json] [--cache FILE ...]`` on ``app``.
 
-    Exit status: 0 when no copy remains, 1 when any does, 2 for a path that is not a
-    Chroma directory or another input error.
+    Exit status: 0 when every surface was checked and no copy remains, 1 when any
+    copy remains, 2 for a path that is not a Chroma directory or another input error,
+    3 when no copy was found but some surface could not be checked (the report lists
+    which and why).
     """
 
     @app.command("residue")
@@ -667,7 +676,9 @@ def register_cli(app: typer.Typer) -> None:
     ) -> None:
         """Find every copy of SECRET left in a Chroma directory (and LLM caches).
 
-        Exits 1 when any copy remains, 0 when none does, 2 on bad input.
+        Exits 0 when every surface was checked and no copy remains, 1 when any copy
+        remains, 2 on bad input, 3 when no copy was found but some surface was not
+        checked.
         """
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
@@ -683,4 +694,4 @@ def register_cli(app: typer.Typer) -> None:
             typer.echo(report.to_json())
         else:
             _print_report(report, limit)
-        raise typer.Exit(0 if report.clean else 1)
+        raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])

@@ -28,9 +28,18 @@ so :meth:`TieredMemoryStore.derived_from` is a chroma ``where`` query (``$or`` o
 batches of ids), not a scan. A chroma server older than 1.5 behind
 :meth:`TieredMemoryStore.http` cannot hold these chunks.
 
-Search is exact: the namespace's vectors are read once per store version into a numpy
-matrix and scored by dot product (vectors are unit norm, so this is cosine
-similarity); ties are broken by chunk id. Results for ``k`` are therefore a prefix of
+Search is exact: the namespace's vectors are read into a numpy matrix and scored by
+dot product (vectors are unit norm, so this is cosine similarity); ties are broken by
+chunk id. The matrix is cached, and before every search the cache is checked against
+chroma's own state, so a search never returns a chunk deleted (or text changed) by
+any handle or process: for a persistent store the SQLite file's inode and its header's
+*file change counter*, which SQLite increments on every committed transaction in
+rollback-journal mode (chroma's), whoever commits — this store, another store object,
+``store.collection``, another process — read with one ``pread`` and no SQLite
+connection (so no lock of chroma's is touched); a database in WAL mode is never
+cached; for an in-memory store every write
+through :attr:`TieredMemoryStore.collection`; for a server, the record count, and the
+returned chunks are re-read and the search redone if any is gone or changed. Results for ``k`` are therefore a prefix of
 results for any larger ``k``, which approximate HNSW search does not guarantee. Memory
 cost is ``n * 384 * 4`` bytes for ``n`` chunks in the searched namespace(s).
 
@@ -69,13 +78,11 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets as _secrets
 import shutil
 import sqlite3
 import struct
 import time
-import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +93,7 @@ from typing import Any
 import numpy as np
 
 import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
+from memkit.matching import matcher, redact_json, secret_regex
 
 __all__ = [
     "TIERS",
@@ -94,6 +102,7 @@ __all__ = [
     "StoreError",
     "TieredMemoryStore",
     "chunk_id",
+    "compact_directory",
     "secret_regex",
 ]
 
@@ -105,7 +114,6 @@ _SALT_KEY = "memkit_salt"
 _TOMBSTONE_SUFFIX = "-tombstones"
 _PBKDF2_ITERATIONS = 200_000
 _DERIVED_BATCH = 100
-_SEPARATORS = " \t\r\n\f\v-_"
 
 
 class StoreError(RuntimeError):
@@ -186,34 +194,6 @@ def chunk_id(namespace: str, session_id: str, tier: str, index: int, text: str) 
         raise ValueError(f"chunk_id: tier must be one of {TIERS}, got {tier!r}")
     payload = json.dumps([namespace, session_id, tier, int(index), text], ensure_ascii=False)
     return f"{tier}-{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}"
-
-
-def secret_regex(secret: str) -> re.Pattern[str]:
-    """Pattern matching ``secret`` exactly and in normalized form.
-
-    Normalized form (used by the residue scanner and by :meth:`TieredMemoryStore.redact`):
-    case-insensitive, and whitespace, hyphens and underscores are ignored between the
-    secret's other characters, so ``XQ7-VIOLET-3829`` also matches ``xq7 violet_3829``
-    and ``XQ7VIOLET3829``; every Unicode normal form of the secret matches
-    (:func:`unicode_forms`).
-
-    Raises:
-        ValueError: the secret is empty or consists only of separators.
-    """
-    core = [c for c in secret if c not in _SEPARATORS]
-    if not core:
-        raise ValueError("secret must contain at least one character that is not a space, '-' or '_'")
-    sep = r"[\s\-_]*"
-    alternatives = []
-    for form in unicode_forms(secret):
-        alternatives.append(sep.join(re.escape(c) for c in form if c not in _SEPARATORS))
-    return re.compile("|".join(f"(?:{a})" for a in alternatives), re.IGNORECASE)
-
-
-def unicode_forms(secret: str) -> list[str]:
-    """The distinct Unicode normal forms (NFC, NFD, NFKC, NFKD) of ``secret``, NFC first:
-    the same text can be stored composed or decomposed (``ë`` or ``e`` + U+0308)."""
-    return list(dict.fromkeys(unicodedata.normalize(f, secret) for f in ("NFC", "NFD", "NFKC", "NFKD")))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -348,6 +328,65 @@ def _zero_unused_links(segment: Path, fields: tuple[Any, ...]) -> int:
     return zeroed + lzeroed
 
 
+_OPEN: dict[tuple[str, str], TieredMemoryStore] = {}
+"""Open stores by (resolved path, collection): :meth:`TieredMemoryStore.open`."""
+
+
+class _WatchedCollection:
+    """A chroma collection whose writes call ``on_write`` (the store's cache reset)."""
+
+    _WRITES = frozenset({"add", "upsert", "update", "delete", "modify"})
+
+    def __init__(self, collection: Any, on_write: Any) -> None:
+        self._c = collection
+        self._on_write = on_write
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._c, name)
+        if name in self._WRITES and callable(attr):
+            def write(*a: Any, **kw: Any) -> Any:
+                try:
+                    return attr(*a, **kw)
+                finally:
+                    self._on_write()
+            return write
+        return attr
+
+    def __repr__(self) -> str:
+        return repr(self._c)
+
+
+def _refuse_foreign(path: Path, collection: str) -> None:
+    """Refuse a Chroma directory that holds collections but none of memkit's.
+
+    Read-only (a ``mode=ro`` SQLite connection): a directory memkit did not create
+    (another memory layer's) must not gain collections by being opened.
+
+    Raises:
+        StoreError: the directory holds only collections memkit did not write.
+    """
+    db = path / "chroma.sqlite3"
+    if not db.is_file():
+        return
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            names = [n for (n,) in con.execute("SELECT name FROM collections")]
+            ours = {n for (n,) in con.execute(
+                "SELECT c.name FROM collections c JOIN collection_metadata m ON m.collection_id = c.id "
+                "WHERE m.key = 'memkit'")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return  # not readable as chroma's schema: let chromadb say what is wrong
+    if names and not ours and collection not in names:
+        raise StoreError(
+            f"{path} is a Chroma directory memkit did not create (collections: {sorted(names)[:5]}); "
+            "memkit will not add collections to it. Scan it with `memkit residue` (read-only), "
+            "or pass create=True to TieredMemoryStore to add memkit's collections on purpose."
+        )
+
+
 def _settings() -> Any:
     from chromadb.config import Settings
 
@@ -370,13 +409,20 @@ class TieredMemoryStore:
             system per process and two in-memory stores would otherwise see each other.
         embedder: object with ``encode(list[str]) -> np.ndarray`` (preferred) or a
             LangChain ``Embeddings``; default :func:`memkit.models.embeddings`.
+        create: allow adding memkit's collections to an existing Chroma directory
+            that memkit did not create (another memory layer's). Without it such a
+            directory is refused, so it is never changed by accident.
 
     With neither ``path`` nor ``client`` the store lives in memory
     (``chromadb.EphemeralClient``). Telemetry is off. Tombstones live in a second
     collection ``<collection>-tombstones`` whose metadata holds the store's random salt.
 
+    Use :meth:`open` for one store object per directory per process.
+
     Raises:
         ValueError: both ``path`` and ``client`` given, or a bad collection name.
+        StoreError: ``path`` is a Chroma directory memkit did not create (and
+            ``create`` is False).
     """
 
     def __init__(
@@ -386,6 +432,7 @@ class TieredMemoryStore:
         client: Any = None,
         collection: str = "memkit",
         embedder: Any = None,
+        create: bool = False,
     ) -> None:
         import chromadb
 
@@ -407,7 +454,12 @@ class TieredMemoryStore:
         self._client: Any = client
         self._chromadb = chromadb
         self._version = 0
-        self._matrix_cache: dict[tuple[Any, ...], tuple[int, list[Chunk], np.ndarray]] = {}
+        self._matrix_cache: dict[tuple[Any, ...], tuple[Any, list[Chunk], np.ndarray]] = {}
+        self._closed = False
+        self._fd: int | None = None
+        self._fd_ino: int | None = None
+        if self.path is not None and not create:
+            _refuse_foreign(self.path, collection)
         self._open()
 
     # ------------------------------------------------------------------ plumbing
@@ -436,6 +488,23 @@ class TieredMemoryStore:
                 "it was not written by memkit"
             )
         self._salt = bytes.fromhex(salt)
+
+    @classmethod
+    def open(cls, path: str | Path, *, collection: str = "memkit", **kw: Any) -> TieredMemoryStore:
+        """The process's one store object for ``(path, collection)``: created on first
+        use, returned again while it is open. Two objects on one directory stay
+        coherent anyway (see the module doc), but one object means one chroma client,
+        so :meth:`compact` is never blocked by a second client of this process.
+
+        Args:
+            path: persistent directory. collection, **kw: as for the constructor.
+        """
+        key = (str(Path(path).expanduser().resolve()), collection)
+        store = _OPEN.get(key)
+        if store is None or store._closed:
+            store = cls(path, collection=collection, **kw)
+            _OPEN[key] = store
+        return store
 
     @classmethod
     def http(cls, host: str, port: int = 8000, **kw: Any) -> TieredMemoryStore:
@@ -468,8 +537,9 @@ class TieredMemoryStore:
 
     @property
     def collection(self) -> Any:
-        """The chroma collection holding the chunks."""
-        return self._collection
+        """The chroma collection holding the chunks. Writes through it (``add``,
+        ``upsert``, ``update``, ``delete``) invalidate this store's search cache."""
+        return _WatchedCollection(self._collection, self._touch)
 
     @property
     def tombstone_collection(self) -> Any:
@@ -490,8 +560,10 @@ class TieredMemoryStore:
         """Release the chroma client and zero HNSW file slack (persistent stores; see
         :func:`_zero_hnsw_slack`) or drop the private collections (in-memory stores).
         The store is unusable afterwards."""
+        self._closed = True
         if self._kind == "persistent":
             self._client.close()
+            self._release_fd()
             # At rest, no HNSW file keeps uninitialised heap memory (which can hold
             # text this process handled, deleted secrets included).
             if self.path is not None:
@@ -546,6 +618,33 @@ class TieredMemoryStore:
     def _touch(self) -> None:
         self._version += 1
         self._matrix_cache.clear()
+
+    # ------------------------------------------------------------------ coherence
+
+    def _release_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._fd_ino = None, None
+
+    def _state_token(self) -> tuple[Any, ...]:
+        """A value that changes whenever the stored records may have changed, by any
+        handle or process (module doc): the search cache is valid while it is equal."""
+        if self._kind == "persistent" and self.path is not None:
+            # The descriptor stays open while chroma may hold locks: closing any
+            # descriptor of a file drops every POSIX lock this process holds on it.
+            try:
+                ino = os.stat(self.path / "chroma.sqlite3").st_ino
+                if self._fd is None or ino != self._fd_ino:
+                    self._release_fd()
+                    self._fd = os.open(self.path / "chroma.sqlite3", os.O_RDONLY)
+                    self._fd_ino = os.fstat(self._fd).st_ino
+                header = os.pread(self._fd, 100, 0)
+            except OSError:
+                header, ino = b"", 0
+            if len(header) < 100 or header[18] != 1:  # unreadable, or WAL mode: no cache
+                return ("uncached", uuid.uuid4().hex)
+            return (ino, int.from_bytes(header[24:28], "big"), self._version)
+        return (self._version, self._collection.count())
 
     # ------------------------------------------------------------------ encoding
 
@@ -748,8 +847,9 @@ class TieredMemoryStore:
 
     def _matrix(self, namespace: str | None, tiers: Sequence[str]) -> tuple[list[Chunk], np.ndarray]:
         key = (namespace, tuple(sorted(set(tiers))))
+        token = self._state_token()
         hit = self._matrix_cache.get(key)
-        if hit is not None and hit[0] == self._version:
+        if hit is not None and hit[0] == token:
             return hit[1], hit[2]
         found, vecs = self._get(where=self._where(namespace, tiers), embeddings=True)
         order = sorted(range(len(found)), key=lambda n: found[n].id)
@@ -759,7 +859,7 @@ class TieredMemoryStore:
             norms = np.linalg.norm(mat, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
             mat = mat / norms
-        self._matrix_cache[key] = (self._version, chunks, mat)
+        self._matrix_cache[key] = (token, chunks, mat)
         return chunks, mat
 
     def search(
@@ -804,6 +904,19 @@ class TieredMemoryStore:
         queries = list(queries)
         if not queries:
             return []
+        out = self._search_many(queries, k, tiers, namespace)
+        if self._kind == "client":
+            # A server has no cheap change counter: re-read what is returned, and
+            # search again on fresh state if any of it is gone or changed.
+            ids = list(dict.fromkeys(c.id for res in out for c in res))
+            now = {c.id: c.text for c in self.get(ids)} if ids else {}
+            if any(now.get(c.id) != c.text for res in out for c in res):
+                self._touch()
+                out = self._search_many(queries, k, tiers, namespace)
+        return out
+
+    def _search_many(self, queries: list[str], k: int, tiers: Sequence[str],
+                     namespace: str | None) -> list[list[Chunk]]:
         chunks, mat = self._matrix(namespace, tiers)
         if not chunks or k == 0:
             return [[] for _ in queries]
@@ -865,8 +978,8 @@ class TieredMemoryStore:
             text: substring to look for (exact, case-sensitive).
             namespace: restrict to one namespace.
             tiers: restrict to these tiers.
-            normalized: also match the normalized form of :func:`secret_regex`
-                (case-insensitive; spaces, hyphens and underscores ignored).
+            normalized: match every spelling of ``text`` as a secret
+                (:mod:`memkit.matching`: normal forms, case, separators, escapes).
 
         Returns:
             Matching chunks in :meth:`chunks` order.
@@ -876,12 +989,19 @@ class TieredMemoryStore:
         """
         if not text:
             raise ValueError("find_containing: text must be non-empty")
-        pat = secret_regex(text) if normalized else None
+        m = matcher(text) if normalized else None
         out = []
         for c in self.chunks(namespace=namespace, tiers=tiers):
-            if text in c.text or (pat is not None and pat.search(c.text)):
+            if text in c.text or (m is not None and self._holds(c, m)):
                 out.append(c)
         return out
+
+    @staticmethod
+    def _holds(c: Chunk, m: Any) -> bool:
+        """Whether chunk ``c`` holds a copy in its text, id, session, date or string metadata."""
+        return any(m.search(v) for v in (c.text, c.id, c.session_id, c.date)) or any(
+            isinstance(v, str) and m.search(v) for v in c.extra.values()
+        )
 
     def derived_from(
         self,
@@ -926,9 +1046,11 @@ class TieredMemoryStore:
         namespace: str | None = None,
         tiers: Sequence[str] | None = None,
     ) -> list[str]:
-        """Replace every occurrence of ``secret`` (exact or normalized form, see
-        :func:`secret_regex`) in chunk text and string metadata with ``replacement``,
-        and re-embed the changed texts so each vector matches its new text.
+        """Replace every copy of ``secret`` (any spelling, :mod:`memkit.matching`) in
+        chunk text and string metadata with ``replacement``, and re-embed the changed
+        texts so each vector matches its new text. A metadata string that holds a JSON
+        document (a LangGraph store value) is decoded, redacted value by value and
+        re-serialised.
 
         Returns:
             Ids of the chunks changed, in :meth:`chunks` order.
@@ -936,17 +1058,25 @@ class TieredMemoryStore:
         Raises:
             ValueError: empty secret, or a replacement that itself contains the secret.
         """
-        pat = secret_regex(secret)
-        if pat.search(replacement):
+        m = matcher(secret)
+        if m.search(replacement):
             raise ValueError("redact: the replacement contains the secret")
+
+        def scrub(value: str) -> str:
+            if value[:1] in "[{" and m.search(value):
+                try:
+                    decoded = json.loads(value)
+                except ValueError:
+                    return m.redact(value, replacement)
+                return json.dumps(redact_json(decoded, secret, replacement), ensure_ascii=False)
+            return m.redact(value, replacement)
+
         changed: list[Chunk] = []
         for c in self.chunks(namespace=namespace, tiers=tiers):
-            new_text = pat.sub(replacement, c.text)
-            new_extra = {
-                k: (pat.sub(replacement, v) if isinstance(v, str) else v) for k, v in c.extra.items()
-            }
+            new_text = m.redact(c.text, replacement)
+            new_extra = {k: (scrub(v) if isinstance(v, str) else v) for k, v in c.extra.items()}
             new_fields = {
-                f: pat.sub(replacement, getattr(c, f)) for f in ("session_id", "date", "namespace")
+                f: m.redact(getattr(c, f), replacement) for f in ("session_id", "date", "namespace")
             }
             if new_text != c.text or new_extra != c.extra or any(
                 new_fields[f] != getattr(c, f) for f in new_fields
@@ -1099,49 +1229,115 @@ class TieredMemoryStore:
         finally:
             con.close()
 
-    def compact(self) -> CompactionReport:
-        """Rewrite the store so deleted and overwritten text is gone from the disk.
+    def compaction_blocker(self) -> str | None:
+        """Why :meth:`compact` cannot run now, or ``None`` if it can. Changes nothing.
 
-        Rebuilds every collection of the directory into a fresh sibling directory from
-        the live records (ids, documents, metadata, stored vectors; collection metadata
-        and configuration), closes the client, swaps the fresh directory in, overwrites
-        the old files with zeros and removes them, and re-opens. An in-memory store has
-        nothing on disk (method ``"none"``).
+        Forget modes that compact check this before their first change, so a forget
+        either completes or refuses with the store untouched.
+        """
+        if self._kind == "memory":
+            return None
+        if self._kind != "persistent" or self.path is None:
+            return ("the store is behind a chroma server: memkit cannot rewrite or read the "
+                    "server's files (deleted text stays in its SQLite pages and log)")
+        if self._sqlite_collection_count() != len(list(self._client.list_collections())):
+            return f"{self.path} holds collections outside the default tenant/database"
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        self._client.close()
+        try:
+            if str(self.path) in SharedSystemClient._identifier_to_system:
+                return (f"another chroma client in this process holds {self.path} open; close "
+                        "it, or use TieredMemoryStore.open(path) for one store object per directory")
+        finally:
+            self._open()
+        return None
+
+    def compact(self) -> CompactionReport:
+        """Rewrite the store so deleted and overwritten text is gone from the disk:
+        :func:`compact_directory` on the store's directory, with this store's client
+        closed around it. An in-memory store has nothing on disk (method ``"none"``).
 
         Returns:
             :class:`CompactionReport`.
 
         Raises:
-            StoreError: the store is behind a client that memkit did not open (HTTP), the
-                directory holds collections of other tenants/databases, another client in
-                this process still holds the directory open, or the rebuilt store does
-                not hold the same records.
+            StoreError: :meth:`compaction_blocker` names a reason, or the rebuilt store
+                does not hold the same records (the directory is then unchanged).
         """
         t0 = time.perf_counter()
         if self._kind == "memory":
             return CompactionReport(time.perf_counter() - t0, 0, 0, self._collection.count(), "none")
-        if self._kind != "persistent" or self.path is None:
-            raise StoreError(
-                "compact() needs a local persistent store (TieredMemoryStore(path)); a "
-                "chroma server compacts its own storage (run `chroma vacuum` on its path "
-                "and rebuild the collection)"
-            )
-        from chromadb.api.shared_system_client import SharedSystemClient
+        reason = self.compaction_blocker()
+        if reason is not None:
+            raise StoreError(f"compact: {reason}")
+        assert self.path is not None
+        self._client.close()
+        self._release_fd()
+        try:
+            report = compact_directory(self.path)
+        finally:
+            self._open()
+            # chroma rewrites each HNSW segment (from uninitialized memory, see
+            # _zero_hnsw_slack) on the first read after a client opens; make that
+            # happen now and clean up after it, so later reads (a residue scan) do not.
+            for col in self._client.list_collections():
+                col.count()
+            _zero_hnsw_slack(self.path)
+            self._touch()
+        report.seconds = time.perf_counter() - t0
+        return report
 
-        path = self.path
-        before = _dir_bytes(path)
-        cols = list(self._client.list_collections())
-        if self._sqlite_collection_count() != len(cols):
+
+def compact_directory(path: str | Path) -> CompactionReport:
+    """Rewrite any Chroma persist directory so deleted and overwritten text is gone
+    from its files, adding nothing to it.
+
+    Rebuilds every collection into a fresh sibling directory from the live records
+    (ids, documents, metadata, stored vectors; collection metadata and
+    configuration), VACUUMs it, zeroes HNSW slack, swaps it in, overwrites the old
+    files with zeros and removes them (module doc). Works on directories other memory
+    layers wrote: no memkit collection is created.
+
+    Args:
+        path: the directory; no chroma client of this process may hold it open.
+
+    Returns:
+        :class:`CompactionReport`.
+
+    Raises:
+        StoreError: not a Chroma directory, collections outside the default
+            tenant/database, another client of this process holds it open, or the
+            rebuilt store does not hold the same records (the directory is then unchanged).
+    """
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    t0 = time.perf_counter()
+    path = Path(path).expanduser().resolve()
+    if not (path / "chroma.sqlite3").is_file():
+        raise StoreError(f"compact: {path} is not a Chroma persist directory (no chroma.sqlite3)")
+    if str(path) in SharedSystemClient._identifier_to_system:
+        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
+    before = _dir_bytes(path)
+    con = sqlite3.connect(f"file:{path / 'chroma.sqlite3'}?mode=ro", uri=True)
+    try:
+        n_collections = int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
+    finally:
+        con.close()
+    old_client = chromadb.PersistentClient(path=str(path), settings=_settings())
+    fresh = path.parent / f".{path.name}.compact-{uuid.uuid4().hex[:8]}"
+    records = 0
+    try:
+        cols = list(old_client.list_collections())
+        if n_collections != len(cols):
             raise StoreError(
                 f"compact: {path} holds collections outside the default tenant/database; "
                 "memkit only rebuilds the default database"
             )
-        fresh = path.parent / f".{path.name}.compact-{uuid.uuid4().hex[:8]}"
-        records = 0
         expected: dict[str, int] = {}
-        new_client = self._chromadb.PersistentClient(path=str(fresh), settings=_settings())
+        new_client = chromadb.PersistentClient(path=str(fresh), settings=_settings())
         try:
-            b = self._batch()
             for col in cols:
                 config = dict(col.configuration or {})
                 # Keep a foreign collection's embedding-function config (memkit's is None);
@@ -1149,60 +1345,51 @@ class TieredMemoryStore:
                 ef = config.pop("embedding_function", None)
                 config = {k: v for k, v in config.items() if v is not None}
                 new = new_client.create_collection(
-                    col.name,
-                    configuration=config or None,
-                    metadata=col.metadata or None,
+                    col.name, configuration=config or None, metadata=col.metadata or None,
                     embedding_function=ef,
                 )
                 n = col.count()
                 expected[col.name] = n
+                b = max(1, int(old_client.get_max_batch_size()))
                 for off in range(0, n, b):
-                    res = col.get(
-                        limit=b, offset=off, include=["documents", "metadatas", "embeddings"]
-                    )
+                    res = col.get(limit=b, offset=off, include=["documents", "metadatas", "embeddings"])
                     if not res["ids"]:
                         break
-                    new.add(
-                        ids=res["ids"],
-                        documents=res["documents"],
-                        metadatas=res["metadatas"],
-                        embeddings=np.asarray(res["embeddings"], dtype=np.float32),
-                    )
+                    new.add(ids=res["ids"], documents=res["documents"], metadatas=res["metadatas"],
+                            embeddings=np.asarray(res["embeddings"], dtype=np.float32))
                     records += len(res["ids"])
             got = {c.name: c.count() for c in new_client.list_collections()}
             if got != expected:
                 raise StoreError(f"compact: rebuilt store holds {got}, expected {expected}")
-        except BaseException:
-            new_client.close()
-            shutil.rmtree(fresh, ignore_errors=True)
-            raise
-        new_client.close()
-        # The rebuild itself purged log rows (chroma trims its log at each HNSW persist):
-        # their pages hold only live data, but VACUUM returns the space.
-        con = sqlite3.connect(fresh / "chroma.sqlite3")
-        try:
-            con.execute("VACUUM")
         finally:
-            con.close()
-        _zero_hnsw_slack(fresh)
-        self._client.close()
-        if str(path) in SharedSystemClient._identifier_to_system:
-            shutil.rmtree(fresh, ignore_errors=True)
-            self._open()
-            raise StoreError(
-                f"compact: another chroma client in this process still holds {path} open; "
-                "close it (client.close() / store.close()) and retry"
-            )
-        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-        os.replace(path, old)
-        os.replace(fresh, path)
-        _shred_tree(old)
-        self._open()
-        # chroma rewrites each HNSW segment (from uninitialized memory, see
-        # _zero_hnsw_slack) on the first read after a client opens; make that happen
-        # now and clean up after it, so later reads (a residue scan) do not.
-        for col in self._client.list_collections():
+            new_client.close()
+    except BaseException:
+        old_client.close()
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    old_client.close()
+    # The rebuild itself purged log rows (chroma trims its log at each HNSW persist):
+    # their pages hold only live data, but VACUUM returns the space.
+    con = sqlite3.connect(fresh / "chroma.sqlite3")
+    try:
+        con.execute("VACUUM")
+    finally:
+        con.close()
+    _zero_hnsw_slack(fresh)
+    if str(path) in SharedSystemClient._identifier_to_system:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
+    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+    os.replace(path, old)
+    os.replace(fresh, path)
+    _shred_tree(old)
+    # chroma rewrites each HNSW segment on the first read after a client opens (from
+    # uninitialized memory): make that happen now, then zero the slack it leaves.
+    client = chromadb.PersistentClient(path=str(path), settings=_settings())
+    try:
+        for col in client.list_collections():
             col.count()
-        _zero_hnsw_slack(path)
-        self._touch()
-        return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")
+    finally:
+        client.close()
+    _zero_hnsw_slack(path)
+    return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")

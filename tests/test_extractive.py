@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from graphs.prompts import facts_prompt, respond_prompt, summary_prompt
-from memkit.cache import LLMCache, contains_secret, normalize
+from memkit.cache import LLMCache, contains_secret
 from memkit.extractive import (
     FACTS_MARKER,
     NO_MEMORY_ANSWER,
@@ -30,6 +30,7 @@ from memkit.extractive import (
     parse_prompt,
     split_sentences,
 )
+from memkit.matching import alnum_fold
 
 CANARY = "XQ7-VIOLET-3829"
 CANARY_SENTENCE = f"By the way, my private session token is {CANARY}."
@@ -172,7 +173,7 @@ def test_chat_model_factory() -> None:
 
 
 def test_normalize_and_contains_secret() -> None:
-    assert normalize("XQ7-violet 3829") == "xq7violet3829"
+    assert alnum_fold("XQ7-violet 3829") == "xq7violet3829"
     assert contains_secret(f"token: {CANARY}", CANARY)
     assert contains_secret("token: xq7 violet_3829!", CANARY)
     assert contains_secret(json.dumps({"a": ["x", "xq7\u00a0VIOLET 3829"]}), CANARY)

@@ -32,7 +32,7 @@ from memkit.residue import (
     scan,
     secret_bytes_regex,
 )
-from memkit.store import Chunk, TieredMemoryStore, chunk_id
+from memkit.store import Chunk, TieredMemoryStore, chunk_id, compact_directory
 
 SECRET = "XQ7-VIOLET-3829"
 SEPS = rb"[ \t\r\n\f\v\-_]"
@@ -95,7 +95,7 @@ def test_report_shape_and_masking(embedder):
     # 24 characters of context each side; a partial occurrence at the edge is masked too.
     assert hits[0].snippet == "[SECRET][SECRET] and agai"
     assert hits[2].snippet == "[SECRET] and again [SECRET]!"
-    assert "disk surfaces not scanned" in " ".join(rep.notes)
+    assert "no disk surfaces" in " ".join(rep.notes) and rep.unchecked == {}
 
 
 # --------------------------------------------------------------------------- properties
@@ -383,9 +383,7 @@ def test_cli_on_a_directory_chromadb_wrote(tmp_path, embedder, cli):
     counts = json.loads(res.stdout)["counts"]
     assert res.exit_code == 1 and counts["text_other"] == 0 and counts["disk_sqlite"] > 0
     assert independent_counts(dirty / "chroma.sqlite3", SECRET)[1] == counts["disk_sqlite"]
-    store = TieredMemoryStore(dirty, embedder=embedder)
-    store.compact()
-    store.close()
+    compact_directory(dirty)
     res = runner.invoke(cli, ["residue", str(dirty), SECRET, "--json"])
     assert res.exit_code == 0, res.stdout
     assert json.loads(res.stdout)["total"] == 0
@@ -415,8 +413,16 @@ def test_memkit_command_in_a_subprocess(tmp_path, embedder):
     assert json.loads(res.stdout)["counts"]["text_other"] == 1
     res = subprocess.run([str(exe), "residue", str(dirty), "ABSENT-VALUE-0000", "--json", "--no-embeddings"],
                          capture_output=True, text=True, timeout=120)
+    # Nothing found, but the stale-embedding surface was skipped: "incomplete", not "clean".
+    assert res.returncode == 3, res.stderr
+    body = json.loads(res.stdout)
+    assert all(v == 0 for v in body["counts"].values())
+    assert body["verdict"] == "incomplete" and body["clean"] is False
+    assert list(body["unchecked"]) == ["stale_embedding"]
+    res = subprocess.run([str(exe), "residue", str(dirty), "ABSENT-VALUE-0000", "--json"],
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert all(v == 0 for v in json.loads(res.stdout)["counts"].values())
+    assert json.loads(res.stdout)["verdict"] == "clean"
 
 
 def test_secret_in_another_unicode_normal_form_is_found(tmp_path):

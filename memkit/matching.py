@@ -1,0 +1,355 @@
+r"""What counts as a copy of a secret: the one matcher forget, redaction, the residue
+scanner, the LLM cache and the probe detectors share (DESIGN.md, Verdicts and surfaces).
+
+A copy of a secret is its *skeleton* — the letters and digits of its NFKC,
+case-folded form, in order — with any number of *separators* between them. Each
+skeleton character matches every spelling a store or a model can write for it:
+
+* any Unicode normal form and case: ``X``, ``x``, fullwidth ``Ｘ``, mathematical ``𝐗``
+  (every code point whose NFKC case fold is that character), and a base letter
+  followed by combining marks (``e`` + U+0301 for ``é``);
+* JSON string escapes of any of those (``\\u00e9``, ``\\uFF38``, a surrogate pair
+  ``\\ud835\\udc17``), with one or more backslashes (JSON inside JSON), as SQLite text,
+  chroma's ``embeddings_queue`` JSON, LangGraph store values and LangChain-serialised
+  prompts hold them.
+
+Separators: every character of Unicode categories Z (spaces), P (punctuation: ``-``
+``_`` ``.`` ``/``, the dashes U+2010–U+2015, fullwidth forms ...), S (symbols: U+2212
+minus, ``*`` of markdown emphasis ...), Cf (format: soft hyphen, zero-width U+200B–U+200D,
+U+2060, U+FEFF ...) and Cc (control: ``\n``, ``\t`` ...), and any whitespace; not ``"``
+(it ends a JSON string) nor ``\`` (it starts an escape). In text, any JSON string
+escape (``\n``, ``\t``, ``\u2013`` ..., one or more backslashes) may also separate; in
+bytes, any non-ASCII UTF-8 character may (a superset of the text separators, so a
+byte scan finds whatever a text scan of the decoded bytes finds).
+
+A match is ``exact`` when it is the secret verbatim, else ``normalized``. Text
+patterns work on ``str``; byte patterns on UTF-8 bytes (files on disk, blobs).
+Patterns are compiled once per secret (cached).
+
+Matching is deliberately generous: a reader who sees ``x q 7 violet 3829`` has the
+secret, so a verdict of "clean" must not count that as absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "alnum_fold",
+    "SecretMatcher",
+    "contains_secret",
+    "matcher",
+    "redact_json",
+    "redact_text",
+    "secret_bytes_regex",
+    "secret_regex",
+    "skeleton",
+]
+
+_NOT_SEPARATORS = frozenset('"\\')
+"""A double quote ends a JSON string and a backslash starts an escape: a copy never
+spans them, so a redaction inside JSON text keeps the JSON valid."""
+
+_SEPARATOR_CATEGORIES = ("Z", "P", "S", "Cf", "Cc")
+
+
+def _fold(text: str) -> str:
+    """NFKC, case fold, NFKC again (the fold can un-normalize)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _is_separator(ch: str) -> bool:
+    if ch in _NOT_SEPARATORS or ch.isalnum():
+        return False
+    return ch.isspace() or unicodedata.category(ch).startswith(_SEPARATOR_CATEGORIES)
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[dict[str, frozenset[str]], str]:
+    """(every code point whose NFKC case fold is one letter or digit, by that
+    character; a regex class body of every separator). Built once per process by one
+    pass over Unicode (about a second)."""
+    variants: dict[str, set[str]] = {}
+    seps: list[str] = []
+    for cp in range(sys.maxunicode + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        cat = unicodedata.category(ch)
+        if cat in ("Cn", "Co"):
+            continue
+        f = _fold(ch)
+        if len(f) == 1 and f.isalnum():
+            variants.setdefault(f, set()).add(ch)
+        elif _is_separator(ch):
+            seps.append(ch)
+    return {k: frozenset(v) for k, v in variants.items()}, _class_body(seps)
+
+
+def _class_body(chars: list[str]) -> str:
+    """A regex character-class body for ``chars`` as ranges of consecutive code points."""
+    cps = sorted(ord(c) for c in chars)
+    out, i = [], 0
+    while i < len(cps):
+        j = i
+        while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
+            j += 1
+        lo, hi = chr(cps[i]), chr(cps[j])
+        out.append(re.escape(lo) if i == j else f"{re.escape(lo)}-{re.escape(hi)}")
+        i = j + 1
+    return "".join(out)
+
+
+def _variants_table() -> dict[str, frozenset[str]]:
+    return _tables()[0]
+
+
+def alnum_fold(text: str) -> str:
+    """The letters and digits of ``text``'s NFKC case fold, in order (may be empty)."""
+    return "".join(c for c in _fold(text) if c.isalnum())
+
+
+def skeleton(secret: str) -> str:
+    """The letters and digits of ``secret``'s NFKC case fold, in order.
+
+    Raises:
+        ValueError: the secret has no letter or digit.
+    """
+    if not isinstance(secret, str):
+        raise TypeError(f"secret must be a str, got {type(secret).__name__}")
+    out = alnum_fold(secret)
+    if not out:
+        raise ValueError(f"secret {secret!r} has no letters or digits to match")
+    return out
+
+
+def _decomposed(ch: str) -> set[str]:
+    """Multi-code-point spellings of ``ch`` (NFD / NFKD and their case variants)."""
+    out = set()
+    for form in ("NFD", "NFKD"):
+        for c in (ch, ch.upper(), ch.lower()):
+            d = unicodedata.normalize(form, c)
+            if len(d) > 1:
+                out.add(d)
+    return out
+
+
+def _json_escapes(ch: str) -> list[str]:
+    """``\\uXXXX`` spellings of one character (a surrogate pair above the BMP)."""
+    cp = ord(ch)
+    if cp > 0xFFFF:
+        v = cp - 0x10000
+        return [f"\\u{0xD800 + (v >> 10):04x}\\u{0xDC00 + (v & 0x3FF):04x}"]
+    return [f"\\u{cp:04x}"]
+
+
+_BACKSLASHES = r"\\\\*"
+"""One or more backslashes, written so a pattern's alternatives start with a literal
+(sre then skips ahead by a first-character set instead of trying every position)."""
+
+
+def _escape_regex(esc: str) -> str:
+    """Regex for a JSON escape: one or more backslashes, hex digits in any case."""
+    parts = esc.split("\\")[1:]
+    out = []
+    for p in parts:
+        # p is "uXXXX" or a one-letter escape
+        body = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() and c != "u" else re.escape(c) for c in p)
+        out.append(_BACKSLASHES + body)
+    return "".join(out)
+
+
+def _char_alternatives(c: str) -> tuple[list[str], list[str]]:
+    """(literal spellings, regex fragments for escapes) of skeleton character ``c``."""
+    lits = set(_variants_table().get(c, {c})) | {c}
+    seqs: set[str] = set()
+    for ch in list(lits):
+        seqs |= _decomposed(ch)
+    escapes: set[str] = set()
+    for ch in lits:
+        if ord(ch) > 0x7F:  # an ASCII letter is never written escaped by JSON encoders
+            escapes.add(_escape_regex(_json_escapes(ch)[0]))
+    for seq in seqs:
+        # a decomposed spelling whose characters are escaped one by one (ensure_ascii)
+        escapes.add("".join(
+            re.escape(x) if ord(x) <= 0x7F else _escape_regex(_json_escapes(x)[0]) for x in seq
+        ))
+    return sorted(lits | seqs, key=lambda s: (-len(s), s)), sorted(escapes)
+
+
+_ESCAPE = r"\\\\*(?:u[0-9a-fA-F]{4}|[ntrbf/'])"
+"""Any JSON string escape, with one or more backslashes: in JSON text every escaped
+character may stand between a secret's characters (a superset of the separators)."""
+
+
+@lru_cache(maxsize=1)
+def _sep_text() -> str:
+    return "(?:[" + _tables()[1] + "]|" + _ESCAPE + ")"
+
+
+@lru_cache(maxsize=1)
+def _sep_bytes() -> bytes:
+    # ASCII separators as one class; any other UTF-8 character may separate in bytes
+    # (a superset of the text separators, so a byte scan finds whatever text finds).
+    ascii_seps = "".join(re.escape(chr(c)) for c in range(0x80) if _is_separator(chr(c)))
+    return (b"(?:[" + ascii_seps.encode() + b"]|[\xc2-\xf4][\x80-\xbf]{1,3}|"
+            + _ESCAPE.encode() + b")")
+
+
+def _alternation_text(lits: list[str], escs: list[str]) -> str:
+    # Every alternative starts with a literal character (no class, no repeat), so
+    # that when this is a pattern's first group sre builds a first-character set.
+    return "(?:" + "|".join([re.escape(x) for x in lits] + escs) + ")"
+
+
+def _alternation_bytes(lits: list[str], escs: list[str]) -> bytes:
+    enc = sorted({x.encode("utf-8") for x in lits}, key=lambda b: (-len(b), b))
+    return b"(?:" + b"|".join([re.escape(x) for x in enc] + [e.encode("ascii") for e in escs]) + b")"
+
+
+@dataclass(frozen=True)
+class SecretMatcher:
+    """Compiled patterns for one secret (module doc).
+
+    Attributes:
+        secret: the secret as given.
+        skeleton: :func:`skeleton` of it.
+        text: pattern over ``str``.
+        bytes: pattern over UTF-8 bytes.
+    """
+
+    secret: str
+    skeleton: str
+    text: re.Pattern[str]
+    bytes: re.Pattern[bytes]
+
+    def search(self, text: str) -> bool:
+        """Whether ``text`` holds a copy."""
+        return self.text.search(text) is not None
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """``(start, end, kind)`` of every copy in ``text``; kind ``exact``/``normalized``."""
+        return [(m.start(), m.end(), "exact" if m.group(0) == self.secret else "normalized")
+                for m in self.text.finditer(text)]
+
+    def byte_spans(self, data: Any) -> list[tuple[int, int, str]]:
+        """``(start, end, kind)`` of every copy in a bytes-like object (UTF-8)."""
+        exact = self.secret.encode("utf-8")
+        return [(m.start(), m.end(), "exact" if m.group(0) == exact else "normalized")
+                for m in self.bytes.finditer(data)]
+
+    def redact(self, text: str, replacement: str = "[REDACTED]") -> str:
+        """``text`` with every copy replaced by ``replacement``."""
+        return self.text.sub(lambda _m: replacement, text)
+
+
+@lru_cache(maxsize=256)
+def matcher(secret: str) -> SecretMatcher:
+    """The :class:`SecretMatcher` of ``secret`` (compiled once, cached).
+
+    Raises:
+        TypeError: not a string. ValueError: no letter or digit in the secret.
+    """
+    sk = skeleton(secret)
+    text_parts, byte_parts = [], []
+    for c in sk:
+        lits, escs = _char_alternatives(c)
+        text_parts.append(_alternation_text(lits, escs))
+        byte_parts.append(_alternation_bytes(lits, escs))
+    text_pat = (_sep_text() + "*").join(text_parts)
+    byte_pat = (_sep_bytes() + b"*").join(byte_parts)
+    return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
+
+
+def secret_regex(secret: str) -> re.Pattern[str]:
+    """The text pattern of :func:`matcher` (every spelling of ``secret``, module doc)."""
+    return matcher(secret).text
+
+
+def secret_bytes_regex(secret: str) -> re.Pattern[bytes]:
+    """The UTF-8 bytes pattern of :func:`matcher`."""
+    return matcher(secret).bytes
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def contains_secret(value: Any, secret: str) -> bool:
+    """Whether ``value`` (a string, bytes, or nested dicts/lists of them) holds a copy of
+    ``secret`` in any spelling of the module doc. A string that is JSON is also searched
+    decoded, so a secret split by an escaped newline inside a JSON value is found.
+
+    Raises:
+        ValueError: the secret has no letter or digit.
+    """
+    m = matcher(secret)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return m.bytes.search(bytes(value)) is not None
+    for s in _strings(value):
+        if m.text.search(s):
+            return True
+        if s[:1] in "[{\"":
+            try:
+                decoded = json.loads(s)
+            except ValueError:
+                continue
+            if any(m.text.search(x) for x in _strings(decoded)):
+                return True
+    return False
+
+
+def redact_text(text: str, secret: str, replacement: str = "[REDACTED]") -> str:
+    """``text`` with every copy of ``secret`` replaced (module doc).
+
+    Raises:
+        ValueError: the replacement itself holds the secret, or no letter or digit.
+    """
+    m = matcher(secret)
+    if m.search(replacement):
+        raise ValueError("redact: the replacement contains the secret")
+    return m.redact(text, replacement)
+
+
+def redact_json(value: Any, secret: str, replacement: str = "[REDACTED]") -> Any:
+    """A copy of a decoded JSON-like value (dicts, lists, tuples, strings, scalars) with
+    every copy of ``secret`` in every string (keys included) replaced. A string that is
+    itself a JSON document is redacted in its escaped form, which the text pattern
+    matches (``\\n``, ``\\u2013`` ...), so it still parses afterwards.
+
+    Raises:
+        ValueError: the replacement itself holds the secret, or no letter or digit.
+    """
+    m = matcher(secret)
+    if m.search(replacement):
+        raise ValueError("redact: the replacement contains the secret")
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            # Separators and escapes never include quotes or commas, so a match inside
+            # a string that is JSON stays inside one JSON string: the result parses.
+            return m.redact(v, replacement)
+        if isinstance(v, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(walk(x) for x in v)
+        return v
+
+    return walk(value)
