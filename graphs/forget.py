@@ -26,9 +26,19 @@ conditional edges and whose every node routes to the next step of its mode
 (:data:`LADDER` is the single source of both). :func:`forget` runs the same steps
 without graph overhead. Both return what changed (:class:`ForgetResult`).
 
-Matching is the store's normalized match (``find_containing(..., normalized=True)``:
-exact, or case-insensitive with spaces, hyphens and underscores ignored), the same
-match :meth:`~memkit.store.TieredMemoryStore.redact` and the residue scanner use.
+Matching is :mod:`memkit.matching` (every spelling of the secret: normal forms, case,
+any separator, JSON escapes), the same matcher
+:meth:`~memkit.store.TieredMemoryStore.redact`, the LLM cache and the residue scanner
+use.
+
+A forget finishes or refuses before it changes anything: the modes that compact
+check :meth:`~memkit.store.TieredMemoryStore.compaction_blocker` first (a store
+behind a chroma server cannot be compacted by memkit) and raise
+:class:`~memkit.store.StoreError` with the store untouched, unless
+``unverified_ok=True``, which runs every step the API allows and lists the disk
+surfaces as unverified. After its steps, every mode but ``none`` re-reads the store
+and caches and reports which surfaces it verified clean, which still hold copies,
+which compaction rewrote, and which it could not verify (:class:`ForgetResult`).
 
 The graph state holds the secret: do not compile it with a checkpointer, or the
 checkpoint database becomes one more place the secret lives.
@@ -36,6 +46,7 @@ checkpoint database becomes one more place the secret lives.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
@@ -44,7 +55,9 @@ from langgraph.graph import END, START, StateGraph
 
 from graphs.memory import summarize_session
 from graphs.nodes import Summarizer, check_level, make_summarizer
-from memkit.store import TIERS, TieredMemoryStore
+from memkit.cache import contains_secret
+from memkit.matching import matcher
+from memkit.store import TIERS, StoreError, TieredMemoryStore
 
 __all__ = [
     "DELETION_MODES",
@@ -87,6 +100,11 @@ class ForgetResult:
         bytes_before, bytes_after: store size on disk around compaction (bytes), else ``None``.
         compaction_seconds: wall time of compaction, else ``None``.
         tombstone: the audit record of ``tombstone_redaction``, else ``None``.
+        verified: surfaces re-read after the steps and found free of the secret
+            (``text_raw``, ``text_summary``, ``metadata``, ``cache``; residue-scanner names).
+        remaining: copies found by that re-read, per surface (absent when none).
+        rewritten: disk surfaces compaction rebuilt from live records (old files shredded).
+        unverified: surfaces neither verified nor rewritten, with the reason.
     """
 
     mode: str
@@ -101,6 +119,10 @@ class ForgetResult:
     bytes_after: int | None = None
     compaction_seconds: float | None = None
     tombstone: dict[str, Any] | None = None
+    verified: list[str] = field(default_factory=list)
+    remaining: dict[str, int] = field(default_factory=dict)
+    rewritten: list[str] = field(default_factory=list)
+    unverified: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the fields."""
@@ -116,6 +138,8 @@ class ForgetState(TypedDict, total=False):
     mode: str
     namespace: str | None
     S: int | None
+    unverified_ok: bool
+    plan: list[str]
     deleted_raw_ids: list[str]
     redacted_ids: list[str]
     result: ForgetResult
@@ -234,6 +258,63 @@ _STEPS: dict[str, Callable[[_Context, ForgetState, ForgetResult], dict[str, Any]
 }
 
 
+DISK_SURFACES = ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other")
+"""Residue-scanner surfaces that only compaction cleans."""
+
+
+def _plan(ctx: _Context, mode: str, unverified_ok: bool) -> tuple[list[str], dict[str, str]]:
+    """The steps ``mode`` will run here and the surfaces it cannot clean, decided
+    before any change.
+
+    Raises:
+        StoreError: the mode compacts, the store cannot be compacted, and
+            ``unverified_ok`` is False (nothing has been changed).
+    """
+    steps = list(LADDER[mode])
+    unverified: dict[str, str] = {}
+    if "compact" in steps:
+        reason = ctx.store.compaction_blocker()
+        if reason is not None:
+            if not unverified_ok:
+                raise StoreError(
+                    f"forget {mode} refused before changing anything: {reason}. Pass "
+                    "unverified_ok=True to delete through the API anyway; the result then "
+                    "lists the disk surfaces as unverified."
+                )
+            steps.remove("compact")
+            unverified = dict.fromkeys(DISK_SURFACES, reason)
+    for c in ctx.caches:
+        path = getattr(c, "path", None)
+        if path is not None and not os.path.isfile(path):
+            raise StoreError(f"forget {mode} refused before changing anything: LLM cache {path} does not exist")
+    return steps, unverified
+
+
+def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
+    """Re-read the store and the caches for the secret; fill ``verified``/``remaining``."""
+    if state["mode"] == "none":
+        return
+    m = matcher(state["secret"])
+    left = ctx.store.find_containing(state["secret"], namespace=state.get("namespace"), normalized=True)
+    counts = {"text_raw": 0, "text_summary": 0, "metadata": 0}
+    for c in left:
+        if m.search(c.text):
+            counts[f"text_{c.tier}" if c.tier in TIERS else "metadata"] += 1
+        else:
+            counts["metadata"] += 1
+    if ctx.caches:
+        counts["cache"] = sum(
+            1 for cache in ctx.caches for prompt, _, response in cache.entries()
+            if contains_secret(prompt, state["secret"]) or contains_secret(response, state["secret"])
+        )
+    result.remaining = {k: v for k, v in counts.items() if v}
+    result.verified = [k for k, v in counts.items() if not v]
+    if "compact" in result.steps:
+        result.rewritten = list(DISK_SURFACES)
+    elif not result.unverified:
+        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
+
+
 def _check(secret: str, mode: str) -> None:
     if mode not in DELETION_MODES:
         raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
@@ -261,6 +342,7 @@ def forget(
     S: int | None = None,
     summarizer: Summarizer | None = None,
     cache: Any | Sequence[Any] | None = None,
+    unverified_ok: bool = False,
 ) -> ForgetResult:
     """Forget ``secret`` from ``store`` with a deletion mode (the steps of :data:`LADDER`).
 
@@ -275,20 +357,27 @@ def forget(
             pass the one the memory was written with.
         cache: an :class:`memkit.cache.LLMCache` or a list of them, purged by
             ``full_purge`` and ``tombstone_redaction``.
+        unverified_ok: when the store cannot be compacted (behind a chroma server),
+            run the other steps anyway and list the disk surfaces as unverified,
+            instead of refusing.
 
     Returns:
-        A :class:`ForgetResult`.
+        A :class:`ForgetResult`, with what was verified, rewritten and left unverified.
 
     Raises:
         ValueError: unknown mode or empty secret.
+        StoreError: the mode needs compaction the store cannot do and
+            ``unverified_ok`` is False; raised before anything is changed.
     """
     _check(secret, mode)
     ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
+    plan, unverified = _plan(ctx, mode, unverified_ok)
     state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
-    result = ForgetResult(mode=mode, namespace=namespace)
-    for step in LADDER[mode]:
+    result = ForgetResult(mode=mode, namespace=namespace, unverified=unverified)
+    for step in plan:
         state.update(_STEPS[step](ctx, state, result))  # type: ignore[typeddict-item]
         result.steps.append(step)
+    _verify(ctx, state, result)
     return result
 
 
@@ -318,15 +407,21 @@ def build_forget_graph(
 
     def next_after(step: str | None) -> Callable[[ForgetState], str]:
         def route(state: ForgetState) -> str:
-            steps = LADDER[state["mode"]]
+            steps = state["plan"]
             i = 0 if step is None else steps.index(step) + 1
-            return steps[i] if i < len(steps) else END
+            return steps[i] if i < len(steps) else "verify"
 
         return route
 
     def start(state: ForgetState) -> dict[str, Any]:
         _check(state.get("secret", ""), state.get("mode", ""))
-        return {"result": ForgetResult(mode=state["mode"], namespace=state.get("namespace"))}
+        plan, unverified = _plan(ctx, state["mode"], bool(state.get("unverified_ok")))
+        result = ForgetResult(mode=state["mode"], namespace=state.get("namespace"), unverified=unverified)
+        return {"result": result, "plan": plan}
+
+    def verify(state: ForgetState) -> dict[str, Any]:
+        _verify(ctx, state, state["result"])
+        return {"result": state["result"]}
 
     def node(step: str) -> Callable[[ForgetState], dict[str, Any]]:
         def run(state: ForgetState) -> dict[str, Any]:
@@ -339,12 +434,15 @@ def build_forget_graph(
 
     graph = StateGraph(ForgetState)
     graph.add_node("route", start)
+    graph.add_node("verify", verify)
     graph.add_edge(START, "route")
+    graph.add_edge("verify", END)
     successors: dict[str | None, set[str]] = {}
     for steps in LADDER.values():
-        chain = [None, *steps]
-        for a, b in zip(chain, [*steps, END], strict=True):
-            successors.setdefault(a, set()).add(b)
+        for plan in {steps, tuple(s for s in steps if s != "compact")}:
+            chain = [None, *plan]
+            for a, b in zip(chain, [*plan, "verify"], strict=True):
+                successors.setdefault(a, set()).add(b)
     for step in _STEPS:
         graph.add_node(step, node(step))
     for step, targets in successors.items():

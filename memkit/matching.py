@@ -72,11 +72,13 @@ def _is_separator(ch: str) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _tables() -> tuple[dict[str, frozenset[str]], str]:
+def _tables() -> tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]]]:
     """(every code point whose NFKC case fold is one letter or digit, by that
-    character; a regex class body of every separator). Built once per process by one
-    pass over Unicode (about a second)."""
+    character; a regex class body of every separator; every code point whose fold is
+    2-3 letters or digits, such as ``ß`` -> ``ss``, by that fold). Built once per
+    process by one pass over Unicode (about a second)."""
     variants: dict[str, set[str]] = {}
+    multi: dict[str, set[str]] = {}
     seps: list[str] = []
     for cp in range(sys.maxunicode + 1):
         if 0xD800 <= cp <= 0xDFFF:
@@ -88,9 +90,12 @@ def _tables() -> tuple[dict[str, frozenset[str]], str]:
         f = _fold(ch)
         if len(f) == 1 and f.isalnum():
             variants.setdefault(f, set()).add(ch)
+        elif 1 < len(f) <= 3 and f.isalnum():  # ß -> ss, ligatures: one character, several
+            multi.setdefault(f, set()).add(ch)
         elif _is_separator(ch):
             seps.append(ch)
-    return {k: frozenset(v) for k, v in variants.items()}, _class_body(seps)
+    return ({k: frozenset(v) for k, v in variants.items()}, _class_body(seps),
+            {k: frozenset(v) for k, v in multi.items()})
 
 
 def _class_body(chars: list[str]) -> str:
@@ -258,13 +263,32 @@ def matcher(secret: str) -> SecretMatcher:
         TypeError: not a string. ValueError: no letter or digit in the secret.
     """
     sk = skeleton(secret)
+    sep_t, sep_b = _sep_text() + "*", _sep_bytes() + b"*"
+    multi = _tables()[2]
     text_parts, byte_parts = [], []
-    for c in sk:
-        lits, escs = _char_alternatives(c)
-        text_parts.append(_alternation_text(lits, escs))
-        byte_parts.append(_alternation_bytes(lits, escs))
-    text_pat = (_sep_text() + "*").join(text_parts)
-    byte_pat = (_sep_bytes() + b"*").join(byte_parts)
+    # A character of the secret whose fold is several (``ß`` -> ``ss``) may be written
+    # either way: its stretch of the skeleton gets both spellings.
+    groups = [g for g in ("".join(c for c in _fold(ch) if c.isalnum())
+                          for ch in unicodedata.normalize("NFKC", secret)) if g]
+    if "".join(groups) != sk:  # combining sequences fold differently one by one
+        groups = list(sk)
+    for span in groups:
+        f = span if len(span) > 1 and span in multi else None
+        t_alts, b_alts = [], []
+        for c in span:
+            lits, escs = _char_alternatives(c)
+            t_alts.append(_alternation_text(lits, escs))
+            b_alts.append(_alternation_bytes(lits, escs))
+        t_frag, b_frag = sep_t.join(t_alts), sep_b.join(b_alts)
+        if f is not None:
+            chars = sorted(multi[f])
+            escs = sorted({_escape_regex(_json_escapes(ch)[0]) for ch in chars})
+            t_frag = f"(?:{t_frag}|{_alternation_text(chars, escs)})"
+            b_frag = b"(?:" + b_frag + b"|" + _alternation_bytes(chars, escs) + b")"
+        text_parts.append(t_frag)
+        byte_parts.append(b_frag)
+    text_pat = sep_t.join(text_parts)
+    byte_pat = sep_b.join(byte_parts)
     return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
 
 
