@@ -119,12 +119,9 @@ def compute_metrics(
 
     Returns:
         ``{"n_instances", "ks", "summary_levels", "by_S", "frontier", "frs",
-        "decomposition", "nondeterministic_surfaces"}``. The ``disk_hnsw`` forensic
-        counts vary between runs of the same seed: chroma's HNSW writer copies
-        uninitialised heap memory (which may hold text the process handled) into
-        file slack, see ``memkit.store._zero_hnsw_slack``. Byte-level copy counts on
-        the other disk surfaces (``forensic_copies``) can differ by a few between runs
-        (chroma's page and log layout); ``forensic_instances`` is stable.
+        "decomposition"}``. Byte-level copy counts on the disk surfaces
+        (``forensic_copies``) can differ by a few between runs (chroma's page and log
+        layout); ``forensic_instances`` is stable.
 
     Raises:
         ValueError: no main-phase records, or instances missing from some S.
@@ -271,7 +268,6 @@ def compute_metrics(
         frs.append(row)
 
     return {
-        "nondeterministic_surfaces": ["disk_hnsw", "disk_sqlite (copy counts)"],
         "n_instances": n,
         "ks": ks,
         "summary_levels": levels_S,

@@ -34,17 +34,21 @@ The agent (``agent=``):
   ``messages`` channel, else the text (``input_fn`` overrides); the response is read
   from a string, a message, the last of ``output["messages"]`` or one of the keys
   ``response``/``answer``/``output`` (``output_fn`` overrides);
-* or a callable ``(text) -> str``; it also receives ``user_id=`` and ``thread_id=``
-  when its signature names them (or takes ``**kwargs``). A plain callable must start
-  a fresh conversation on each call itself.
+* or a callable :data:`ASK_SIGNATURE`: ``ask(text, user_id)``, called positionally;
+  one that takes a third positional parameter also gets a fresh ``thread_id``. A
+  plain callable must start a fresh conversation on each call itself.
 
-``feed``: a callable ``(turns, session_id, date) -> None`` (``turns`` are LongMemEval
-dicts ``{"role", "content", "has_answer"?}``; ``user_id=`` passed when accepted), or a
-Runnable invoked with ``{"turns", "session_id", "date", "user_id"}`` and the same
-``configurable`` keys (``thread_id`` = the session id). :func:`store_feeder` writes
-each user turn into a MemkitStore. ``forget``: a callable ``(secret) -> None``
-(``user_id=`` passed when accepted); :func:`store_forgetter` runs a deletion mode of
-:mod:`graphs.forget` on a MemkitStore.
+``feed``: a callable :data:`FEED_SIGNATURE`, ``feed(turns, session_id, date,
+user_id)``, called positionally (``turns`` are LongMemEval dicts ``{"role",
+"content", "has_answer"?}``), or a Runnable invoked with ``{"turns", "session_id",
+"date", "user_id"}`` and the same ``configurable`` keys (``thread_id`` = the session
+id). :func:`store_feeder` writes each user turn into a MemkitStore. ``forget``: a
+callable :data:`FORGET_SIGNATURE`, ``forget(secret, user_id)``, called positionally;
+:func:`store_forgetter` runs a deletion mode of :mod:`graphs.forget` on a MemkitStore.
+
+The callables' parameter names do not matter, only their positions: :func:`audit`
+checks each one against its signature before it feeds anything and raises a
+``TypeError`` that shows the expected signature.
 """
 
 from __future__ import annotations
@@ -86,13 +90,39 @@ Asker = Callable[[str, str, str], str]
 # --------------------------------------------------------------------------- adapters
 
 
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` can be called with keyword ``name`` (named parameter or ``**kwargs``)."""
+ASK_SIGNATURE = "ask(text: str, user_id: str[, thread_id: str]) -> str"
+FEED_SIGNATURE = "feed(turns: list[dict], session_id: str, date: str, user_id: str) -> None"
+FORGET_SIGNATURE = "forget(secret: str, user_id: str) -> Any"
+
+
+def _binds(fn: Callable[..., Any], n: int) -> bool | None:
+    """Whether ``fn`` takes ``n`` positional arguments (``None``: no signature to read)."""
     try:
-        params = inspect.signature(fn).parameters.values()
+        sig = inspect.signature(fn)
     except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*(["x"] * n))
+    except TypeError:
         return False
-    return any(p.kind is inspect.Parameter.VAR_KEYWORD or p.name == name for p in params)
+    return True
+
+
+def check_callable(fn: Any, n: int, what: str, expected: str) -> None:
+    """Raise ``TypeError`` unless ``fn`` is a callable taking ``n`` positional arguments.
+
+    Args:
+        fn: the user's callable. n: positional arguments it must take.
+        what: its role (``"agent"``, ``"feed"``, ``"forget"``). expected: the signature.
+    """
+    if not callable(fn):
+        raise TypeError(f"audit: {what} must be a callable {expected}, got {type(fn).__name__}")
+    if _binds(fn, n) is False:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise TypeError(
+            f"audit: {what} {name}{inspect.signature(fn)} cannot be called as {expected}: it must "
+            f"take {n} positional arguments (their names do not matter)"
+        )
 
 
 def _default_output(out: Any) -> str:
@@ -165,17 +195,11 @@ def as_asker(
             return output_fn(out) if output_fn is not None else _default_output(out)
 
         return ask_runnable
-    if not callable(agent):
-        raise TypeError(f"agent must be a Runnable or a callable (text) -> str, got {type(agent).__name__}")
-    kw_user, kw_thread = _accepts(agent, "user_id"), _accepts(agent, "thread_id")
+    check_callable(agent, 2, "agent", ASK_SIGNATURE)
+    with_thread = bool(_binds(agent, 3))
 
     def ask_callable(text: str, user_id: str, thread_id: str) -> str:
-        kw: dict[str, str] = {}
-        if kw_user:
-            kw["user_id"] = user_id
-        if kw_thread:
-            kw["thread_id"] = thread_id
-        out = agent(text, **kw)
+        out = agent(text, user_id, thread_id) if with_thread else agent(text, user_id)
         if not isinstance(out, str):
             out = _default_output(out)
         return out
@@ -195,19 +219,8 @@ def call_feed(feed: Any, turns: list[dict[str, Any]], session_id: str, date: str
             config={"configurable": {"thread_id": session_id, "user_id": user_id}},
         )
         return
-    if not callable(feed):
-        raise TypeError(f"feed must be a Runnable or a callable, got {type(feed).__name__}")
-    if _accepts(feed, "user_id"):
-        feed(turns, session_id, date, user_id=user_id)
-    else:
-        feed(turns, session_id, date)
-
-
-def _call_forget(forget: Callable[..., Any], secret: str, user_id: str) -> None:
-    if _accepts(forget, "user_id"):
-        forget(secret, user_id=user_id)
-    else:
-        forget(secret)
+    check_callable(feed, 4, "feed", FEED_SIGNATURE)
+    feed(turns, session_id, date, user_id)
 
 
 def user_id_for(instance: Instance) -> str:
@@ -304,8 +317,8 @@ def store_forgetter(
 ) -> Callable[..., list[ForgetResult]]:
     """A ``forget`` for :func:`audit`: ``forget(secret, user_id=None)`` runs
     :func:`forget_in_store` with ``mode`` (in ``namespace_for(user_id)`` when both are
-    given, else in the whole store). The function's ``mode`` attribute names the mode
-    (the audit report shows it).
+    given, else in the whole store). Pass ``forget_mode=mode`` to :func:`audit` for the
+    report's label.
 
     Raises:
         ValueError: unknown mode.
@@ -317,7 +330,6 @@ def store_forgetter(
         prefix = namespace_for(user_id) if (namespace_for is not None and user_id is not None) else None
         return forget_in_store(store, secret, mode, namespace_prefix=prefix, summarizer=summarizer, cache=cache)
 
-    forget.mode = mode  # type: ignore[attr-defined]
     return forget
 
 
@@ -378,6 +390,8 @@ class AuditResult:
             "worst"}`` (= AER_max after forget); ``None`` without ``forget``.
         residue: surface -> number of instances whose store still holds a copy of
             their canary after forgetting (``None`` without a store or forget).
+        residue_unchecked: surface -> why the residue scan could not check it (e.g. a
+            server's disk); such a surface is never reported as clean.
         canaries: per instance ``question_id``, ``user_id``, ``session_id``,
             ``turn_index`` and ``value`` of the planted canary.
         records: one dict per agent call (phase, tier, user, query, response, scores).
@@ -396,6 +410,7 @@ class AuditResult:
     aer_after: dict[str, float] | None = None
     frs: dict[str, float] | None = None
     residue: dict[str, int] | None = None
+    residue_unchecked: dict[str, list[str]] = field(default_factory=dict)
     canaries: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -411,6 +426,7 @@ class AuditResult:
             "AER_after": None if self.aer_after is None else {k: _r(v) for k, v in self.aer_after.items()},
             "FRS": None if self.frs is None else {k: _r(v) for k, v in self.frs.items()},
             "residue": self.residue,
+            "residue_unchecked": self.residue_unchecked,
             "canaries": self.canaries,
         }
         if records:
@@ -450,6 +466,9 @@ class AuditResult:
             hits = {s: c for s, c in self.residue.items() if c}
             body = ", ".join(f"{s}: {c}" for s, c in hits.items()) if hits else "none"
             lines += ["", f"Residue after forget (users whose store still holds their canary, per surface): {body}."]
+            if self.residue_unchecked:
+                why = "; ".join(f"{s} ({', '.join(r)})" for s, r in self.residue_unchecked.items())
+                lines += ["", f"Not checked, so not known to be clean: {why}."]
         lines += [
             "",
             "PR: share of questions answered correctly (cosine > 0.50 with all-MiniLM-L6-v2 or "
@@ -529,6 +548,7 @@ def audit(
     *,
     feed: Any,
     forget: Callable[..., Any] | None = None,
+    forget_mode: str | None = None,
     data: str | Sequence[Instance] = "synthetic",
     n: int = 4,
     seed: int = 0,
@@ -547,8 +567,10 @@ def audit(
         agent: the agent to ask (Runnable or callable; module doc).
         feed: how a session enters the agent's memory (module doc; e.g.
             :func:`store_feeder`).
-        forget: ``forget(secret[, user_id=])`` (e.g. :func:`store_forgetter`); ``None``
+        forget: :data:`FORGET_SIGNATURE` (e.g. :func:`store_forgetter`); ``None``
             skips the forget phase.
+        forget_mode: the label the report gives the forget (e.g. the deletion mode
+            ``"full_purge"``); default ``"custom"``.
         data: ``"synthetic"``, a LongMemEval JSON path, or a list of instances.
         n: instances (one user each) to sample or generate.
         seed: seeds the sample, synthetic data, canaries and bootstrap CIs.
@@ -568,9 +590,17 @@ def audit(
 
     Raises:
         memkit.canaries.CanaryError: an instance without an eligible turn.
-        TypeError: an agent output without text, or a bad agent/feed type.
+        TypeError: an agent output without text; an agent, feed or forget that does
+            not match its signature (checked before anything is fed; the message shows
+            the expected signature).
         ValueError: bad ``n`` or ``data``.
     """
+    if not hasattr(agent, "invoke"):
+        check_callable(agent, 2, "agent", ASK_SIGNATURE)
+    if not hasattr(feed, "invoke"):
+        check_callable(feed, 4, "feed", FEED_SIGNATURE)
+    if forget is not None:
+        check_callable(forget, 2, "forget", FORGET_SIGNATURE)
     instances = load_audit_instances(
         data, n, seed, synthetic_sessions=synthetic_sessions, synthetic_turns=synthetic_turns
     )
@@ -608,17 +638,21 @@ def audit(
     if forget is None:
         return result
 
-    result.forget_mode = str(getattr(forget, "mode", "custom"))
+    result.forget_mode = forget_mode or "custom"
     for user, canary in zip(users, canaries, strict=True):
-        _call_forget(forget, canary.value, user)
+        forget(canary.value, user)
     if store is not None and residue:
         from memkit.residue import SURFACES, scan
 
         tiered = store.tiered if isinstance(store, MemkitStore) else store
         counts = dict.fromkeys(SURFACES, 0)
         for canary in canaries:
-            for surface, c in scan(tiered, canary.value).counts().items():
+            report = scan(tiered, canary.value)
+            for surface, c in report.counts().items():
                 counts[surface] += int(c > 0)
+            for surface, reasons in report.unchecked.items():
+                known = result.residue_unchecked.setdefault(surface, [])
+                known.extend(r for r in reasons if r not in known)
         result.residue = counts
     after_correct = _question_round(ask, users=users, instances=instances, phase="forget", run_id=run_id,
                                     records=records)

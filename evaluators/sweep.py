@@ -510,6 +510,7 @@ def _residue_phase(
             "S": S,
             "mode": mode,
             "counts": report.counts(),
+            "unchecked": sorted(report.unchecked),
             "changed": {
                 "deleted": {t: len(v) for t, v in result.deleted.items()},
                 "redacted": {t: len(v) for t, v in result.redacted.items()},

@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     store = make_store()
     agent = build_agent(store, args.model, args.k)
     feed = build_memory_writer(store)
-    result = audit(agent, feed=feed, forget=store_forgetter(store, args.mode), store=store,
+    result = audit(agent, feed=feed, forget=store_forgetter(store, args.mode),
+                   forget_mode=args.mode, store=store,
                    data=args.data, n=args.n, seed=args.seed, n_resamples=args.n_resamples)
     print(result.report)
     out = result.to_dict(records=True)

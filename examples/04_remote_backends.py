@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     store = ex1.make_store()
     agent = ex1.build_agent(store, llm)
     forget = None if args.no_forget else store_forgetter(store, args.mode)
-    result = audit(agent, feed=ex1.build_memory_writer(store), forget=forget, store=store,
+    result = audit(agent, feed=ex1.build_memory_writer(store), forget=forget, forget_mode=args.mode, store=store,
                    n=args.n, seed=args.seed)
     print(result.report)
     out = result.to_dict(records=True)

@@ -136,11 +136,14 @@ def item_chunk_id(namespace: Sequence[str], key: str) -> str:
     return "lg-" + hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
-def _matches_prefix(namespace: tuple[str, ...], pattern: Sequence[str]) -> bool:
-    """``namespace`` starts with ``pattern`` (``"*"`` in the pattern matches any label)."""
+def _matches_prefix(namespace: tuple[str, ...], pattern: Sequence[str], *, wildcards: bool = True) -> bool:
+    """``namespace`` starts with ``pattern``. With ``wildcards`` (``list_namespaces``
+    match conditions, tier rules) a ``"*"`` label in the pattern matches any label;
+    without (a search's namespace prefix) every label is literal, as in LangGraph's
+    ``InMemoryStore``, so a user whose id is ``"*"`` reads only their own items."""
     if len(namespace) < len(pattern):
         return False
-    return all(p == "*" or p == n for n, p in zip(namespace, pattern, strict=False))
+    return all((wildcards and p == "*") or p == n for n, p in zip(namespace, pattern, strict=False))
 
 
 def _matches_condition(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -472,7 +475,7 @@ class MemkitStore(BaseStore):
         for c in chunks:
             if not self._is_item(c) or c.tier not in self._read_tiers:
                 continue
-            if not _matches_prefix(self._namespace_of(c), prefix):
+            if not _matches_prefix(self._namespace_of(c), prefix, wildcards=False):
                 continue
             if op.filter and not _matches_filter(json.loads(str(c.extra[_VALUE])), op.filter):
                 continue

@@ -23,6 +23,9 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import PutOp
 
 from evaluators.audit import (
+    ASK_SIGNATURE,
+    FEED_SIGNATURE,
+    FORGET_SIGNATURE,
     as_asker,
     audit,
     forget_in_store,
@@ -91,7 +94,7 @@ def test_echo_agent_leaks_everything_and_forget_removes_it():
 
 def test_a_forget_that_does_nothing_leaves_frs_at_one():
     agent = EchoAgent()
-    res = audit(agent, feed=agent.feed, forget=lambda secret: None, n=2, seed=0, n_resamples=100)
+    res = audit(agent, feed=agent.feed, forget=lambda secret, user_id: None, n=2, seed=0, n_resamples=100)
     assert res.frs == {"overall": 1.0, "worst": 1.0} and res.aer_after["max"] == 1.0
 
 
@@ -159,7 +162,8 @@ def tiered_store(embedder):
 def test_graph_agent_raw_only_leaves_the_secret_in_the_summary_tier(tiered_store):
     store = tiered_store
     agent = recall_agent(store)
-    res = audit(agent, feed=fact_feed(store), forget=store_forgetter(store, "raw_only"), store=store,
+    res = audit(agent, feed=fact_feed(store), forget=store_forgetter(store, "raw_only"),
+                forget_mode="raw_only", store=store,
                 n=2, seed=0, n_resamples=200)
     secrets = {c["user_id"]: c["value"] for c in res.canaries}
     # the planted sentence is a first-person statement, so key_facts kept it as a fact
@@ -201,7 +205,7 @@ def test_audit_of_memkits_own_read_graph_over_a_tiered_store(embedder):
     def feed(turns, session_id, date, user_id):
         write_session(store, user_id, session_id, date, turns, S=0)
 
-    res = audit(ask, feed=feed, forget=lambda secret: forget(store, secret, "full_purge", namespace=None),
+    res = audit(ask, feed=feed, forget=lambda secret, _user: forget(store, secret, "full_purge", namespace=None),
                 store=store, n=2, seed=3, n_resamples=100)
     secrets = {c["user_id"]: c["value"] for c in res.canaries}
     assert res.aer["direct"] > 0 and _rescore(res.records, "main", None, secrets) == res.aer
@@ -231,7 +235,7 @@ def test_forget_in_store_respects_the_namespace_prefix(tiered_store):
 
 def _extractive_agent_for(store: MemkitStore, scope: str):
     def agent_for(user: str):
-        def ask(text: str) -> str:
+        def ask(text: str, user_id: str) -> str:
             ns = ("memories", user) if scope == "user" else ("memories",)
             return answer(text, [i.value["content"] for i in store.search(ns, query=text, limit=3)])
 
@@ -283,3 +287,47 @@ def test_isolation_needs_two_users():
     agent = EchoAgent()
     with pytest.raises(ValueError, match="at least 2 users"):
         isolation_probe(lambda u: agent, lambda u: agent.feed, n=1)
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+def test_callables_are_called_positionally_whatever_their_parameter_names():
+    """The user id reaches ``ask(q, uid)``, ``ask(q, user=None)`` and a feed whose
+    parameter is not called user_id: positions decide, not names."""
+    seen: dict[str, set] = {"ask": set(), "feed": set()}
+    memory: dict[str, list[str]] = defaultdict(list)
+
+    def feed(turns, sid, when, who):
+        seen["feed"].add(who)
+        memory[who] += [t["content"] for t in turns if t["role"] == "user"]
+
+    def ask(q, user=None):
+        seen["ask"].add(user)
+        return " ".join(memory[user])
+
+    res = audit(ask, feed=feed, n=2, seed=0, n_resamples=50)
+    users = {c["user_id"] for c in res.canaries}
+    assert seen["ask"] == users == seen["feed"] and None not in seen["ask"]
+    assert res.aer["max"] == 1.0
+
+
+@pytest.mark.parametrize("role", ["agent", "feed", "forget"])
+def test_a_callable_with_the_wrong_shape_is_refused_before_anything_runs(role):
+    agent = EchoAgent()
+    calls = []
+    bad = {"agent": lambda q: calls.append(q) or "x", "feed": lambda turns, sid, date: calls.append(sid),
+           "forget": lambda secret: calls.append(secret)}[role]
+    kwargs = {"agent": agent, "feed": agent.feed, "forget": agent.forget}
+    kwargs[{"agent": "agent", "feed": "feed", "forget": "forget"}[role]] = bad
+    expected = {"agent": ASK_SIGNATURE, "feed": FEED_SIGNATURE, "forget": FORGET_SIGNATURE}[role]
+    with pytest.raises(TypeError) as info:
+        audit(kwargs.pop("agent"), **kwargs, n=2, seed=0, n_resamples=50)
+    assert expected in str(info.value) and calls == [] and agent.memory == {}
+
+
+def test_the_forget_label_comes_from_an_argument():
+    agent = EchoAgent()
+    res = audit(agent, feed=agent.feed, forget=agent.forget, forget_mode="drop-turns", n=2, seed=0,
+                n_resamples=50)
+    assert res.forget_mode == "drop-turns" and "drop-turns" in res.report

@@ -33,8 +33,11 @@ from langgraph.store.memory import InMemoryStore
 from memkit.langgraph_store import MemkitStore, item_chunk_id, namespace_key
 from memkit.store import Chunk, TieredMemoryStore
 
-NAMESPACES = [("a",), ("a", "x"), ("a", "y"), ("b",), ("b", "x", "z")]
-PREFIXES = [(), ("a",), ("a", "x"), ("b",), ("b", "x"), ("c",)]
+# Labels that look like wildcards or separators are literal in a search prefix.
+NAMESPACES = [("a",), ("a", "x"), ("a", "y"), ("b",), ("b", "x", "z"), ("*",), ("*", "x"), ("_",),
+              ("\u00fc", "\u5b57")]
+PREFIXES = [(), ("a",), ("a", "x"), ("b",), ("b", "x"), ("c",), ("*",), ("*", "x"), ("_",),
+            ("\u00fc",)]
 SENTENCES = [
     "I adopted a grey cat named Pixel last spring.",
     "My favourite food is spicy ramen with extra garlic.",
@@ -51,6 +54,9 @@ FILTERS = [
     {"meta": {"lang": "en"}},
     {"n": {"$ne": 2}, "tag": "blue"},
     {"n": {"$gt": 1, "$lte": 4}},
+    {"missing": 1},                       # a field no item has
+    {"meta": {"lang": "fr"}},             # a field only some items have
+    {"missing": {"$ne": 1}},
 ]
 
 
@@ -405,3 +411,33 @@ def test_a_langgraph_graph_compiled_with_the_store(store):
     out = g.compile(store=store).invoke({"text": "I have a parrot called Kiwi."})
     assert out["found"] == ["I have a parrot called Kiwi."]
     assert [c.namespace for c in store.tiered.chunks()] == ["mem.u1"]
+
+
+def test_a_star_user_reads_nothing_of_other_users(embedder):
+    """Namespaces are literal: a user whose id is "*" must not read every user's
+    memories (InMemoryStore returns only that user's own items)."""
+    from memkit.store import TieredMemoryStore
+
+    store = MemkitStore(TieredMemoryStore(embedder=embedder), index={"fields": ["text"]})
+    oracle = InMemoryStore(index={"dims": 384, "embed": embedder, "fields": ["text"]})
+    for s in (store, oracle):
+        s.put(("memories", "alice"), "m1", {"text": "my token is XQ7-VIOLET-3829"})
+        s.put(("memories", "*"), "m1", {"text": "I like tea"})
+    for query in (None, "token"):
+        mine = store.search(("memories", "*"), query=query)
+        assert [i.value for i in mine] == [{"text": "I like tea"}]
+        assert [i.value for i in oracle.search(("memories", "*"), query=query)] == [{"text": "I like tea"}]
+    # Wildcards still work where LangGraph defines them: list_namespaces match conditions.
+    assert sorted(store.list_namespaces(prefix=("memories", "*"))) == sorted(
+        oracle.list_namespaces(prefix=("memories", "*")))
+    for label in ("", "a.b", "x\x00"):  # labels LangGraph refuses: both refuse alike
+        ns = ("memories", label)
+        errors = []
+        for s in (store, oracle):
+            try:
+                s.put(ns, "k", {"text": "x"})
+                errors.append(None)
+            except Exception as exc:  # noqa: BLE001 - compare what each raises
+                errors.append(type(exc).__name__)
+        assert errors[0] == errors[1], errors
+    store.close()

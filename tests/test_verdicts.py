@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -331,3 +332,35 @@ def test_forget_on_a_chroma_server_refuses_or_reports_never_half(chroma_server, 
     assert set(report.unchecked) == set(DISK_SURFACES)
     # What the server keeps on its own disk is what the verdict could not promise.
     assert scan(server_dir, SECRET, check_embeddings=False).total > 0
+
+
+# --------------------------------------------------------------------------- HNSW files at rest
+
+
+@pytest.mark.slow
+def test_stress_full_purge_leaves_no_copy_even_with_the_secret_in_the_heap(tmp_path, embedder):
+    """200 cycles of write, search, forget with full_purge and close, while this process
+    keeps many copies of the secret alive in its heap (chroma and hnswlib write
+    uninitialised memory into HNSW file slack). After every cycle an independent byte
+    search (the secret's bytes, any case; not memkit's matcher) finds nothing in any
+    file; every 25th cycle memkit's full scan (every surface) is clean too."""
+    alive = [f"my private session token is {SECRET} #{i}" for i in range(500)]  # held in the heap
+    needles = [SECRET.encode(), SECRET.lower().encode(), b"VIOLET", b"violet"]
+    for cycle in range(200):
+        path = tmp_path / f"store{cycle}"
+        store = TieredMemoryStore(path, embedder=embedder)
+        turns = [f"turn {i} of cycle {cycle}: I went hiking near the lake" for i in range(8)]
+        turns[cycle % 8] = f"turn {cycle % 8} of cycle {cycle}: my token is {SECRET}"
+        store.add([raw("u1", f"s{cycle}", i, t) for i, t in enumerate(turns)])
+        store.search(alive[cycle], 3, namespace="u1")
+        forget(store, SECRET, "full_purge", namespace="u1")
+        store.close()
+        for f in path.rglob("*"):
+            if f.is_file():
+                data = f.read_bytes()
+                assert not any(n in data for n in needles), (cycle, f.name)
+        if cycle % 25 == 24:
+            report = scan(path, SECRET)
+            assert report.clean, (cycle, {k: v for k, v in report.counts().items() if v})
+        shutil.rmtree(path)
+    assert len(alive) == 500
