@@ -101,7 +101,8 @@ class ForgetResult:
         compaction_seconds: wall time of compaction, else ``None``.
         tombstone: the audit record of ``tombstone_redaction``, else ``None``.
         verified: surfaces re-read after the steps and found free of the secret
-            (``text_raw``, ``text_summary``, ``metadata``, ``cache``; residue-scanner names).
+            (``text_raw``, ``text_summary``, ``text_other`` (the directory's other
+            collections), ``metadata``, ``cache``; residue-scanner names).
         remaining: copies found by that re-read, per surface (absent when none).
         rewritten: disk surfaces compaction rebuilt from live records (old files shredded).
         unverified: surfaces neither verified nor rewritten, with the reason.
@@ -296,12 +297,14 @@ def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
         return
     m = matcher(state["secret"])
     left = ctx.store.find_containing(state["secret"], namespace=state.get("namespace"), normalized=True)
-    counts = {"text_raw": 0, "text_summary": 0, "metadata": 0}
+    counts = {"text_raw": 0, "text_summary": 0, "text_other": 0, "metadata": 0}
     for c in left:
         if m.search(c.text):
-            counts[f"text_{c.tier}" if c.tier in TIERS else "metadata"] += 1
+            counts[f"text_{c.tier}" if c.tier in TIERS else "text_other"] += 1
         else:
             counts["metadata"] += 1
+    for surface, n in ctx.store.copies_in_other_collections(state["secret"]).items():
+        counts[surface] += n
     if ctx.caches:
         counts["cache"] = sum(
             1 for cache in ctx.caches for prompt, _, response in cache.entries()

@@ -53,11 +53,18 @@ __all__ = [
     "skeleton",
 ]
 
-_NOT_SEPARATORS = frozenset('"\\')
-"""A double quote ends a JSON string and a backslash starts an escape: a copy never
-spans them, so a redaction inside JSON text keeps the JSON valid."""
+_SEPARATOR_CATEGORIES = ("Z", "P", "S", "Cf", "Cc", "Mn", "Me")
 
-_SEPARATOR_CATEGORIES = ("Z", "P", "S", "Cf", "Cc")
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+"""Hangul fillers: letters by category, blank on screen, so separators here."""
+
+_MARKUP = (
+    r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});"  # HTML entities
+    r"|%[0-9A-Fa-f]{2}"                                                     # percent-encoding
+    r"|</?[A-Za-z][^<>]{0,64}>"                                             # HTML tags
+)
+"""Encodings a reader's tools render away: any of them may stand between a secret's
+characters (``XQ7&nbsp;VIOLET``, ``XQ7%2DVIOLET``, ``XQ7<b>VIOLET</b>``)."""
 
 
 def _fold(text: str) -> str:
@@ -66,17 +73,20 @@ def _fold(text: str) -> str:
 
 
 def _is_separator(ch: str) -> bool:
-    if ch in _NOT_SEPARATORS or ch.isalnum():
+    if ch in _INVISIBLE_LETTERS:
+        return True
+    if ch.isalnum():
         return False
     return ch.isspace() or unicodedata.category(ch).startswith(_SEPARATOR_CATEGORIES)
 
 
 @lru_cache(maxsize=1)
-def _tables() -> tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]]]:
+def _tables() -> tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]], dict[str, str]]:
     """(every code point whose NFKC case fold is one letter or digit, by that
     character; a regex class body of every separator; every code point whose fold is
-    2-3 letters or digits, such as ``ß`` -> ``ss``, by that fold). Built once per
-    process by one pass over Unicode (about a second)."""
+    2-3 letters or digits, such as ``ß`` -> ``ss``, by that fold; the same as
+    character -> fold). Built once per process by one pass over Unicode (about a
+    second)."""
     variants: dict[str, set[str]] = {}
     multi: dict[str, set[str]] = {}
     seps: list[str] = []
@@ -87,15 +97,19 @@ def _tables() -> tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]]
         cat = unicodedata.category(ch)
         if cat in ("Cn", "Co"):
             continue
-        f = _fold(ch)
-        if len(f) == 1 and f.isalnum():
+        fold = _fold(ch)
+        f = "".join(c for c in fold if c.isalnum())  # İ folds to i + a combining dot
+        if ch in _INVISIBLE_LETTERS:
+            seps.append(ch)
+        elif len(f) == 1 and (ch.isalnum() or f == fold):
             variants.setdefault(f, set()).add(ch)
-        elif 1 < len(f) <= 3 and f.isalnum():  # ß -> ss, ligatures: one character, several
+        elif 1 < len(f) <= 3 and (ch.isalnum() or f == fold):  # ß -> ss, ligatures, ㎏, ⑩
             multi.setdefault(f, set()).add(ch)
         elif _is_separator(ch):
             seps.append(ch)
     return ({k: frozenset(v) for k, v in variants.items()}, _class_body(seps),
-            {k: frozenset(v) for k, v in multi.items()})
+            {k: frozenset(v) for k, v in multi.items()},
+            {ch: f for f, chs in multi.items() for ch in chs})
 
 
 def _class_body(chars: list[str]) -> str:
@@ -110,6 +124,12 @@ def _class_body(chars: list[str]) -> str:
         out.append(re.escape(lo) if i == j else f"{re.escape(lo)}-{re.escape(hi)}")
         i = j + 1
     return "".join(out)
+
+
+@lru_cache(maxsize=1)
+def _multi_chars() -> re.Pattern[str]:
+    """Characters whose fold is several letters or digits (``ß``, ``ﬁ``, ``㎏``, ``⑩``)."""
+    return re.compile("[" + _class_body(list(_tables()[3])) + "]")
 
 
 def _variants_table() -> dict[str, frozenset[str]]:
@@ -196,7 +216,7 @@ character may stand between a secret's characters (a superset of the separators)
 
 @lru_cache(maxsize=1)
 def _sep_text() -> str:
-    return "(?:[" + _tables()[1] + "]|" + _ESCAPE + ")"
+    return "(?:[" + _tables()[1] + "]|" + _ESCAPE + "|" + _MARKUP + ")"
 
 
 @lru_cache(maxsize=1)
@@ -205,7 +225,7 @@ def _sep_bytes() -> bytes:
     # (a superset of the text separators, so a byte scan finds whatever text finds).
     ascii_seps = "".join(re.escape(chr(c)) for c in range(0x80) if _is_separator(chr(c)))
     return (b"(?:[" + ascii_seps.encode() + b"]|[\xc2-\xf4][\x80-\xbf]{1,3}|"
-            + _ESCAPE.encode() + b")")
+            + _ESCAPE.encode() + b"|" + _MARKUP.encode() + b")")
 
 
 def _alternation_text(lits: list[str], escs: list[str]) -> str:
@@ -237,12 +257,40 @@ class SecretMatcher:
 
     def search(self, text: str) -> bool:
         """Whether ``text`` holds a copy."""
-        return self.text.search(text) is not None
+        if self.text.search(text) is not None:
+            return True
+        return _multi_chars().search(text) is not None and bool(self._folded_spans(text))
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
-        """``(start, end, kind)`` of every copy in ``text``; kind ``exact``/``normalized``."""
-        return [(m.start(), m.end(), "exact" if m.group(0) == self.secret else "normalized")
-                for m in self.text.finditer(text)]
+        """``(start, end, kind)`` of every copy in ``text``, in order and not
+        overlapping; kind ``exact``/``normalized``."""
+        found = [(m.start(), m.end(), "exact" if m.group(0) == self.secret else "normalized")
+                 for m in self.text.finditer(text)]
+        if _multi_chars().search(text) is not None:
+            found += self._folded_spans(text)
+        out: list[tuple[int, int, str]] = []
+        for s, e, kind in sorted(found):
+            if out and s < out[-1][1]:
+                ps, pe, pk = out[-1]
+                out[-1] = (ps, max(pe, e), pk)
+            else:
+                out.append((s, e, kind))
+        return out
+
+    def _folded_spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Copies written with characters that fold to several (``Straße`` for
+        ``STRASSE``, ``ﬁ`` for ``fi``): search the text with those characters folded and
+        map the spans back."""
+        multi = _tables()[3]
+        chars: list[str] = []
+        origin: list[int] = []
+        for i, ch in enumerate(text):
+            f = multi.get(ch, ch)
+            chars.append(f)
+            origin.extend([i] * len(f))
+        folded = "".join(chars)
+        return [(origin[m.start()], origin[m.end() - 1] + 1, "normalized")
+                for m in self.text.finditer(folded)]
 
     def byte_spans(self, data: Any) -> list[tuple[int, int, str]]:
         """``(start, end, kind)`` of every copy in a bytes-like object (UTF-8)."""
@@ -251,8 +299,19 @@ class SecretMatcher:
                 for m in self.bytes.finditer(data)]
 
     def redact(self, text: str, replacement: str = "[REDACTED]") -> str:
-        """``text`` with every copy replaced by ``replacement``."""
-        return self.text.sub(lambda _m: replacement, text)
+        """``text`` with every copy replaced by ``replacement``, repeated until none is
+        left (removing one copy can join the pieces around it into another).
+
+        Raises:
+            ValueError: copies keep appearing (a replacement that rebuilds the secret).
+        """
+        for _ in range(100):
+            spans = self.spans(text)
+            if not spans:
+                return text
+            for s, e, _ in reversed(spans):
+                text = text[:s] + replacement + text[e:]
+        raise ValueError("redact: the text still holds the secret after 100 passes")
 
 
 @lru_cache(maxsize=256)
@@ -287,8 +346,9 @@ def matcher(secret: str) -> SecretMatcher:
             b_frag = b"(?:" + b_frag + b"|" + _alternation_bytes(chars, escs) + b")"
         text_parts.append(t_frag)
         byte_parts.append(b_frag)
-    text_pat = sep_t.join(text_parts)
-    byte_pat = sep_b.join(byte_parts)
+    # The secret as given always matches, whatever it is made of.
+    text_pat = re.escape(secret) + "|" + sep_t.join(text_parts)
+    byte_pat = re.escape(secret.encode("utf-8")) + b"|" + sep_b.join(byte_parts)
     return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
 
 
@@ -353,8 +413,7 @@ def redact_text(text: str, secret: str, replacement: str = "[REDACTED]") -> str:
 def redact_json(value: Any, secret: str, replacement: str = "[REDACTED]") -> Any:
     """A copy of a decoded JSON-like value (dicts, lists, tuples, strings, scalars) with
     every copy of ``secret`` in every string (keys included) replaced. A string that is
-    itself a JSON document is redacted in its escaped form, which the text pattern
-    matches (``\\n``, ``\\u2013`` ...), so it still parses afterwards.
+    itself a JSON document is decoded, redacted and re-serialised, so it still parses.
 
     Raises:
         ValueError: the replacement itself holds the secret, or no letter or digit.
@@ -365,8 +424,13 @@ def redact_json(value: Any, secret: str, replacement: str = "[REDACTED]") -> Any
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
-            # Separators and escapes never include quotes or commas, so a match inside
-            # a string that is JSON stays inside one JSON string: the result parses.
+            if v[:1] in "[{" and m.search(v):
+                # A string that is itself a JSON document: redact its decoded values, so
+                # a copy split by an escape goes and the document still parses.
+                try:
+                    return json.dumps(walk(json.loads(v)), ensure_ascii=False)
+                except ValueError:
+                    pass
             return m.redact(v, replacement)
         if isinstance(v, dict):
             return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}

@@ -279,6 +279,9 @@ def _scan_value(
 ) -> None:
     if isinstance(value, str):
         _scan_text(report, surface, location, value, m)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        # a card or phone number stored as a number is still that number
+        _scan_text(report, surface, location, repr(value) if isinstance(value, float) else str(value), m)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         _scan_buffer(report, surface, location, bytes(value), m)
     elif isinstance(value, (list, tuple)):
@@ -455,8 +458,8 @@ def _scan_collections(
                     _scan_text(report, surface, f"{name}:{rid}", doc, m)
                 _scan_text(report, "metadata", f"{name}:{rid}:<id>", rid, m)
                 for key, value in sorted(meta.items()):
-                    _scan_value(report, "metadata", f"{name}:{rid}:{key}", value,
-                                m)
+                    _scan_text(report, "metadata", f"{name}:{rid}:<key>", key, m)
+                    _scan_value(report, "metadata", f"{name}:{rid}:{key}", value, m)
             if not check or vecs is None or len(vecs) == 0:
                 continue
             stored = np.asarray(vecs, dtype=np.float32)

@@ -905,9 +905,10 @@ class TieredMemoryStore:
         if not queries:
             return []
         out = self._search_many(queries, k, tiers, namespace)
-        if self._kind == "client":
-            # A server has no cheap change counter: re-read what is returned, and
-            # search again on fresh state if any of it is gone or changed.
+        if self._kind != "persistent":
+            # No change counter to read (a server; an in-memory store written through
+            # another handle of its client): re-read what is returned, and search
+            # again on fresh state if any of it is gone or changed.
             ids = list(dict.fromkeys(c.id for res in out for c in res))
             now = {c.id: c.text for c in self.get(ids)} if ids else {}
             if any(now.get(c.id) != c.text for res in out for c in res):
@@ -998,10 +999,43 @@ class TieredMemoryStore:
 
     @staticmethod
     def _holds(c: Chunk, m: Any) -> bool:
-        """Whether chunk ``c`` holds a copy in its text, id, session, date or string metadata."""
-        return any(m.search(v) for v in (c.text, c.id, c.session_id, c.date)) or any(
-            isinstance(v, str) and m.search(v) for v in c.extra.values()
-        )
+        """Whether chunk ``c`` holds a copy anywhere: text, id, namespace, session,
+        date, ``source_ids``, metadata keys and values (numbers as written)."""
+        fields = [c.text, c.id, c.namespace, c.session_id, c.date, *c.source_ids]
+        for k, v in c.extra.items():
+            fields.append(k)
+            if isinstance(v, str):
+                fields.append(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                fields.append(repr(v) if isinstance(v, float) else str(v))
+        return any(m.search(f) for f in fields)
+
+    def copies_in_other_collections(self, secret: str) -> dict[str, int]:
+        """Records of the directory's other collections (not this store's chunks or
+        tombstones: another memory layer's, a user's) whose document or metadata holds
+        ``secret`` in any spelling: ``{"text_other": n, "metadata": n}``. A forget
+        does not touch them, so it must not call the store clean while they hold copies.
+        """
+        m = matcher(secret)
+        counts = {"text_other": 0, "metadata": 0}
+        mine = {self.collection_name, self.collection_name + _TOMBSTONE_SUFFIX}
+        for col in self.own_collections():
+            if col.name in mine:
+                continue
+            n = col.count()
+            for off in range(0, n, 1000):
+                res = col.get(limit=1000, offset=off, include=["documents", "metadatas"])
+                for rid, doc, meta in zip(res["ids"], res["documents"] or [None] * len(res["ids"]),
+                                          res["metadatas"] or [None] * len(res["ids"]), strict=True):
+                    if doc and m.search(doc):
+                        counts["text_other"] += 1
+                    elif m.search(rid) or any(
+                        m.search(str(k)) or (not isinstance(v, bool) and isinstance(v, (str, int, float))
+                                             and m.search(str(v)))
+                        for k, v in (meta or {}).items()
+                    ):
+                        counts["metadata"] += 1
+        return counts
 
     def derived_from(
         self,
@@ -1047,16 +1081,19 @@ class TieredMemoryStore:
         tiers: Sequence[str] | None = None,
     ) -> list[str]:
         """Replace every copy of ``secret`` (any spelling, :mod:`memkit.matching`) in
-        chunk text and string metadata with ``replacement``, and re-embed the changed
-        texts so each vector matches its new text. A metadata string that holds a JSON
-        document (a LangGraph store value) is decoded, redacted value by value and
+        chunk text, session id, date, ``source_ids`` and metadata (keys, string values,
+        and numbers, which become ``replacement``) with ``replacement``, and re-embed the
+        changed texts so each vector matches its new text. A metadata string that holds
+        a JSON document (a LangGraph store value) is decoded, redacted value by value and
         re-serialised.
 
         Returns:
             Ids of the chunks changed, in :meth:`chunks` order.
 
         Raises:
-            ValueError: empty secret, or a replacement that itself contains the secret.
+            ValueError: empty secret, a replacement that itself contains the secret, or a
+                chunk whose id or namespace holds it (neither can be rewritten; nothing is
+                changed then).
         """
         m = matcher(secret)
         if m.search(replacement):
@@ -1071,22 +1108,40 @@ class TieredMemoryStore:
                 return json.dumps(redact_json(decoded, secret, replacement), ensure_ascii=False)
             return m.redact(value, replacement)
 
+        def scrub_value(v: Any) -> Any:
+            if isinstance(v, str):
+                return scrub(v)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                text = repr(v) if isinstance(v, float) else str(v)
+                return replacement if m.search(text) else v
+            return v
+
         changed: list[Chunk] = []
         for c in self.chunks(namespace=namespace, tiers=tiers):
+            if m.search(c.id):
+                raise ValueError(f"redact: the id of chunk {c.id!r} holds the secret and ids cannot be "
+                                 "rewritten; delete the chunk (full_purge) instead")
             new_text = m.redact(c.text, replacement)
-            new_extra = {k: (scrub(v) if isinstance(v, str) else v) for k, v in c.extra.items()}
+            new_extra = {m.redact(k, replacement): scrub_value(v) for k, v in c.extra.items()}
+            new_sources = [m.redact(x, replacement) for x in c.source_ids]
             new_fields = {
                 f: m.redact(getattr(c, f), replacement) for f in ("session_id", "date", "namespace")
             }
-            if new_text != c.text or new_extra != c.extra or any(
+            if new_text != c.text or new_extra != c.extra or new_sources != c.source_ids or any(
                 new_fields[f] != getattr(c, f) for f in new_fields
             ):
                 if new_fields["namespace"] != c.namespace:
                     raise ValueError(f"redact: namespace of chunk {c.id!r} contains the secret")
-                c.text, c.extra = new_text, new_extra
+                c.text, c.extra, c.source_ids = new_text, new_extra, new_sources
                 c.session_id, c.date = new_fields["session_id"], new_fields["date"]
                 changed.append(c)
         if changed:
+            # chroma merges metadata on upsert: a renamed (redacted) key would stay, so
+            # those records are rewritten whole.
+            before = {c.id: set(c.extra) for c in self.get([c.id for c in changed])}
+            rekeyed = [c.id for c in changed if set(c.extra) != before.get(c.id, set(c.extra))]
+            if rekeyed:
+                self._collection.delete(ids=rekeyed)
             self._put(changed, self._encode([c.text for c in changed]))
         return [c.id for c in changed]
 

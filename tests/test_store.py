@@ -73,7 +73,7 @@ def test_secret_regex_normalized_forms():
     for text in ["XQ7-VIOLET-3829", "xq7 violet 3829", "XQ7VIOLET3829", "xq7_violet-3829", "Xq7 - Violet_3829",
                  "XQ7.VIOLET.3829", "XQ7/VIOLET/3829"]:
         assert pat.search(f"token: {text}."), text
-    for text in ["XQ7-VIOLET-3828", "XQ7-VIOLENT-3829", 'XQ7"VIOLET-3829']:
+    for text in ["XQ7-VIOLET-3828", "XQ7-VIOLENT-3829", "XQ7-VIOLET-382"]:
         assert not pat.search(text), text
     with pytest.raises(ValueError):
         secret_regex(" -_")

@@ -57,6 +57,12 @@ SPELLINGS = [
     "XQ7.VIOLET/3829",                          # dot, slash
     "XQ7_VIOLET_3829",                          # underscore
     "XQ7VIOLET3829",                            # no separator at all
+    "**XQ7\\-VIOLET\\-3829**",                  # markdown escapes and emphasis
+    "XQ7&nbsp;VIOLET&#45;3829",                 # HTML entities
+    "XQ7%2DVIOLET%2D3829",                      # percent-encoding
+    "XQ7<b>VIOLET</b>3829",                     # HTML tags
+    "XQ7\ufe0f-VIOLET\u3164-3829",              # variation selector, Hangul filler
+    "X\u0301Q7-VIOLET-3829",                    # a combining mark (zalgo text)
 ]
 
 
@@ -65,7 +71,8 @@ def test_every_spelling_class_is_the_same_secret(spelling):
     m = matcher(SECRET)
     assert m.search(f"my private session token is {spelling}, keep it")
     assert m.bytes.search(f"...{spelling}...".encode())
-    assert redact_text(f"a {spelling} b", SECRET) == "a [REDACTED] b"
+    redacted = redact_text(f"a {spelling} b", SECRET)
+    assert redacted.replace("*", "") == "a [REDACTED] b" and not m.search(redacted)
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
@@ -77,7 +84,8 @@ def test_json_escaped_copies_are_found_and_redaction_keeps_json_valid(spelling, 
     nested = json.dumps({"prompt": doc}, ensure_ascii=ensure_ascii)  # JSON in JSON: \\n, \\u2013
     assert contains_secret(nested, SECRET) and matcher(SECRET).search(nested)
     scrubbed = redact_text(nested, SECRET)
-    assert json.loads(json.loads(scrubbed)["prompt"])["content"] == "token [REDACTED]!"
+    content = json.loads(json.loads(scrubbed)["prompt"])["content"]
+    assert content.replace("*", "") == "token [REDACTED]!" and not matcher(SECRET).search(scrubbed)
 
 
 def test_surrogate_pair_escapes_and_accents():
@@ -90,9 +98,32 @@ def test_surrogate_pair_escapes_and_accents():
     assert not m.search("xq7 zoe 12")                          # an accent is not decoration
 
 
+@pytest.mark.parametrize(("secret", "text"), [
+    ("pa\\ss-7731", "pw pa\\ss-7731"),            # a backslash inside the secret
+    ('say "hi" 4417', 'x say "hi" 4417'),          # quotes inside the secret
+    ("STRASSE-99", "lives at Stra\u00dfe-99"),     # one character for two: ß for SS
+    ("Stra\u00dfe-99", "lives at STRASSE-99"),
+    ("\ufb01re-7731", "\ufb01re-7731"),               # a ligature in the secret, verbatim
+    ("\ufb01re-7731", "FIRE 7731"),
+    ("fire-7731", "\ufb01re-7731"),
+    ("\u0130STANBUL-42", "pw \u0130stanbul-42"),     # dotted capital I
+    ("KIWI-42", "K\u0130W\u0130-42"),
+    ("XII-7731", "\u216b-7731"),                     # Roman numeral twelve
+])
+def test_secrets_spelled_with_characters_that_fold_to_several(secret, text):
+    assert matcher(secret).search(text)
+    assert not matcher(secret).search(redact_text(text, secret))
+
+
+def test_redaction_never_reassembles_the_secret():
+    for replacement in ("", "***", "-"):
+        out = redact_text("XQ7-VIOLXQ7-VIOLET-3829ET-3829", SECRET, replacement)
+        assert not matcher(SECRET).search(out), (replacement, out)
+
+
 def test_near_misses_are_not_the_secret():
     m = matcher(SECRET)
-    for text in ["XQ7-VIOLET-3828", "XQ7-VIOLENT-3829", 'XQ7"VIOLET-3829', "XQ7-VIOLE-3829"]:
+    for text in ["XQ7-VIOLET-3828", "XQ7-VIOLENT-3829", "XQ7-VIOLE-3829", "XQ7-VIOLET-382"]:
         assert not m.search(text), text
 
 
@@ -364,3 +395,69 @@ def test_stress_full_purge_leaves_no_copy_even_with_the_secret_in_the_heap(tmp_p
             assert report.clean, (cycle, {k: v for k, v in report.counts().items() if v})
         shutil.rmtree(path)
     assert len(alive) == 500
+
+
+# --------------------------------------------------------------------------- copies in odd places
+
+
+@pytest.mark.parametrize("where", ["numeric metadata", "metadata key", "source_ids", "namespace",
+                                   "backslash secret"])
+def test_full_purge_finds_copies_outside_the_text(tmp_path, embedder, where):
+    secret = {"numeric metadata": "4417-2231-9988", "backslash secret": "pa\\ss-7731"}.get(where, SECRET)
+    chunk = {
+        "numeric metadata": Chunk(id="c2", text="payment details", tier="raw", namespace="u1",
+                                  session_id="s1", turn_index=1, extra={"card": 441722319988}),
+        "metadata key": Chunk(id="c2", text="hello", tier="raw", namespace="u1", session_id="s1",
+                              turn_index=1, extra={SECRET: "x"}),
+        "source_ids": Chunk(id="c2", text="a summary", tier="summary", namespace="u1", session_id="s1",
+                            turn_index=-1, source_ids=[f"note-{SECRET}"]),
+        "namespace": Chunk(id="c2", text="hello", tier="raw", namespace=f"user-{SECRET}", session_id="s1",
+                           turn_index=1),
+        "backslash secret": Chunk(id="c2", text="hello", tier="raw", namespace="u1", session_id="s1",
+                                  turn_index=1, extra={"note": f"pw {secret}"}),
+    }[where]
+    store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
+    store.add([raw("u1", "s1", 0, "I walk my dog"), chunk])
+    assert scan(store, secret).counts()["metadata"] >= 1
+    result = forget(store, secret, "full_purge", namespace=None)
+    assert "c2" in [i for ids in result.deleted.values() for i in ids] and not result.remaining
+    store.close()
+    after = scan(tmp_path / "db", secret)
+    assert after.clean, {k: v for k, v in after.counts().items() if v}
+
+
+def test_tombstone_redaction_rewrites_keys_numbers_and_sources(tmp_path, embedder):
+    store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
+    store.add([Chunk(id="c1", text="hello", tier="summary", namespace="u1", session_id="s1", turn_index=-1,
+                     source_ids=[f"n-{SECRET}"], extra={SECRET: "k", "n": 73829})])
+    forget(store, "XQ7-VIOLET-73829".replace("XQ7-VIOLET-", ""), "tombstone_redaction", namespace="u1")
+    c = store.get(["c1"])[0]
+    assert c.extra["n"] == "[REDACTED]"
+    forget(store, SECRET, "tombstone_redaction", namespace="u1")
+    c = store.get(["c1"])[0]
+    assert c.source_ids == ["n-[REDACTED]"] and "[REDACTED]" in c.extra and SECRET not in c.extra
+    store.close()
+    assert scan(tmp_path / "db", SECRET).clean
+
+
+def test_forget_does_not_call_other_collections_clean(tmp_path, embedder):
+    store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
+    store.add([raw("u1", "s1", 0, f"pw {SECRET}")])
+    other = store.client.get_or_create_collection("notes", embedding_function=None)
+    other.add(ids=["n1"], documents=[f"pw {SECRET}"], embeddings=[[0.1] * 384])
+    result = forget(store, SECRET, "full_purge", namespace=None)
+    assert result.remaining == {"text_other": 1} and "text_other" not in result.verified
+    store.close()
+    assert scan(tmp_path / "db", SECRET).counts()["text_other"] == 1
+
+
+def test_in_memory_search_after_a_delete_through_the_client(embedder):
+    store = TieredMemoryStore(embedder=embedder)
+    store.add([raw("u1", "s1", 0, f"the cat has token {SECRET}"), raw("u1", "s1", 1, "dogs bark loudly")])
+    assert store.search("cat", 1, namespace="u1")[0].id == "raw-u1-s1-0"
+    col = store.client.get_collection(store.collection_name)
+    col.delete(ids=["raw-u1-s1-0"])  # count restored by an add: a count check alone would miss it
+    col.add(ids=["z"], documents=["x"], embeddings=[[0.0] * 383 + [1.0]],
+            metadatas=[{"tier": "raw", "namespace": "u1", "session_id": "s1", "turn_index": 2, "date": ""}])
+    assert all(SECRET not in c.text for c in store.search("cat", 3, namespace="u1"))
+    store.close()
