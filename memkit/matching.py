@@ -161,7 +161,9 @@ def _decomposed(ch: str) -> set[str]:
     for form in ("NFD", "NFKD"):
         for c in (ch, ch.upper(), ch.lower()):
             d = unicodedata.normalize(form, c)
-            if len(d) > 1:
+            # a base character and combining marks (e + U+0301), not a compatibility
+            # expansion such as "⒐" -> "9." whose punctuation is no part of the character
+            if len(d) > 1 and all(unicodedata.category(x).startswith("M") for x in d[1:]):
                 out.add(d)
     return out
 

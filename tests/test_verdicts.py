@@ -254,7 +254,9 @@ def test_records_without_documents_are_listed_as_not_checked(tmp_path, embedder)
     col.add(ids=["a"], embeddings=embedder.encode(["I like tea"]), metadatas=[{"data": "I like tea"}])
     client.close()
     report = scan(tmp_path / "db", SECRET)
-    assert report.total == 0 and not report.clean and report.verdict == "incomplete"
+    # (chromadb's own writer can copy heap bytes of this process, which holds the secret,
+    # into HNSW slack: copies may be found, but "clean" must never be said.)
+    assert not report.clean and report.verdict in ("incomplete", "copies remain")
     assert "stale_embedding" in report.unchecked and "no document" in report.unchecked["stale_embedding"][0]
 
 
