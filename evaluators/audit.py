@@ -555,6 +555,7 @@ def audit(
     kind: str = "token",
     store: MemkitStore | TieredMemoryStore | None = None,
     residue: bool = True,
+    also: Sequence[str] = (),
     input_fn: Callable[[str], Any] | None = None,
     output_fn: Callable[[Any], str] | None = None,
     synthetic_sessions: int | tuple[int, int] = (2, 4),
@@ -581,6 +582,9 @@ def audit(
             :class:`~memkit.store.TieredMemoryStore` the residue scan only (the agent
             picks its own tiers, so FRS is the overall AER_max after forget).
         residue: scan the store for each canary after forgetting (needs ``store``).
+        also: side files or directories the memory layer keeps beside its store
+            (history databases, JSON, pickles), scanned with the store
+            (:func:`memkit.residue.scan`, ``side_*`` surfaces).
         input_fn, output_fn: adapters for a Runnable agent (:func:`as_asker`).
         synthetic_sessions, synthetic_turns: synthetic instance sizes (int or range).
         n_resamples: bootstrap resamples for the CIs (the study: 1000).
@@ -647,7 +651,7 @@ def audit(
         tiered = store.tiered if isinstance(store, MemkitStore) else store
         counts = dict.fromkeys(SURFACES, 0)
         for canary in canaries:
-            report = scan(tiered, canary.value)
+            report = scan(tiered, canary.value, also=also)
             for surface, c in report.counts().items():
                 counts[surface] += int(c > 0)
             for surface, reasons in report.unchecked.items():

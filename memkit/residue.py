@@ -20,6 +20,12 @@ surface             what is scanned
 ``cache``           every text/blob value of every table of each SQLite file
                     in ``cache_paths`` (LLM caches)
 ``cache_disk``      raw bytes of those cache files and their -wal/-journal
+``side_sqlite``     live rows of every table of each SQLite side file in
+                    ``also`` (another memory layer's history database ...)
+``side_disk``       raw bytes of those SQLite side files (freed pages included)
+``side_json``       JSON / JSONL side files (raw text: escapes are matched)
+``side_pickle``     pickle side files (raw bytes; never unpickled)
+``side_file``       any other side file (raw bytes)
 ``disk_sqlite``     raw bytes of ``chroma.sqlite3`` (free pages and freed
                     cells included)
 ``disk_wal``        raw bytes of ``*-wal``, ``*-journal``, ``*-shm`` files
@@ -78,6 +84,7 @@ if TYPE_CHECKING:
     from memkit.store import TieredMemoryStore
 
 __all__ = [
+    "side_file_kind",
     "HNSW_FILES",
     "SURFACES",
     "Hit",
@@ -96,6 +103,11 @@ SURFACES: tuple[str, ...] = (
     "stale_embedding",
     "cache",
     "cache_disk",
+    "side_sqlite",
+    "side_disk",
+    "side_json",
+    "side_pickle",
+    "side_file",
     "disk_sqlite",
     "disk_wal",
     "disk_log",
@@ -390,17 +402,12 @@ def _scan_disk(
         _scan_chroma_sql(db, report, m)
 
 
-def _scan_cache(
-    path: Path, report: ResidueReport,
-    m: SecretMatcher,
-) -> None:
-    if not path.is_file():
-        raise FileNotFoundError(f"cache file not found: {path}")
-    if not _is_sqlite(path):
-        raise ValueError(f"cache file {path} is not an SQLite database")
+def _scan_sqlite_file(path: Path, report: ResidueReport, m: SecretMatcher, rows: str, raw: str) -> None:
+    """Live rows of every table (on a copy, through SQL) as ``rows``; the bytes of the
+    file and its -wal/-journal (freed pages included) as ``raw``."""
     for f in [path] + [path.with_name(path.name + s) for s in _WAL_SUFFIXES]:
         if f.exists():
-            _scan_file(report, "cache_disk", f, str(f), m)
+            _scan_file(report, raw, f, str(f), m)
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
         con = sqlite3.connect(_copy_sqlite(path, Path(tmp)))
         try:
@@ -408,11 +415,53 @@ def _scan_cache(
                 "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
             for t in names:
                 try:
-                    _scan_table(con, report, "cache", t, f"{path.name}:", m)
+                    _scan_table(con, report, rows, t, f"{path.name}:", m)
                 except sqlite3.Error as exc:
-                    report.notes.append(f"cache {path}: table {t} unreadable ({exc})")
+                    report.skip(rows, f"{path}: table {t} unreadable ({exc})")
         finally:
             con.close()
+
+
+def _scan_cache(path: Path, report: ResidueReport, m: SecretMatcher) -> None:
+    if not path.is_file():
+        raise FileNotFoundError(f"cache file not found: {path}")
+    if not _is_sqlite(path):
+        raise ValueError(f"cache file {path} is not an SQLite database")
+    _scan_sqlite_file(path, report, m, "cache", "cache_disk")
+
+
+_PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck")
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+
+
+def side_file_kind(path: Path) -> str:
+    """What a side file is, by its content (SQLite magic, pickle protocol byte) and
+    name: ``"sqlite"``, ``"pickle"``, ``"json"`` or ``"file"``."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head == _SQLITE_MAGIC:
+        return "sqlite"
+    if path.suffix.lower() in _PICKLE_SUFFIXES or (len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5):
+        return "pickle"
+    if path.suffix.lower() in _JSON_SUFFIXES:
+        return "json"
+    return "file"
+
+
+def _scan_side(path: Path, report: ResidueReport, m: SecretMatcher) -> None:
+    """Any file a memory layer keeps beside its store (module doc: ``side_*``); a
+    directory is scanned file by file."""
+    if path.is_dir():
+        for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
+            _scan_side(f, report, m)
+        return
+    if not path.is_file():
+        raise FileNotFoundError(f"side file not found: {path}")
+    kind = side_file_kind(path)
+    if kind == "sqlite":
+        _scan_sqlite_file(path, report, m, "side_sqlite", "side_disk")
+    else:
+        _scan_file(report, f"side_{kind}", path, str(path), m)
 
 
 # --------------------------------------------------------------------------- chroma API
@@ -531,6 +580,7 @@ def scan(
     secret: str,
     *,
     cache_paths: Sequence[str | Path] = (),
+    also: Sequence[str | Path] = (),
     embedder: Any = None,
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
@@ -545,6 +595,9 @@ def scan(
             read through its client (its two collections; no disk surfaces).
         secret: the string to look for (exact and normalized form).
         cache_paths: SQLite files (LLM caches) to scan (``cache`` and ``cache_disk``).
+        also: side files or directories a memory layer keeps beside its store
+            (history databases, JSON/JSONL, pickles, plain files), each labelled by
+            what it is (``side_*`` surfaces).
         embedder: embedder for ``stale_embedding`` (``encode`` or ``embed_documents``);
             default the store's, else :func:`memkit.models.embeddings`.
         check_embeddings: run the ``stale_embedding`` check.
@@ -562,6 +615,9 @@ def scan(
 
     m = matcher(secret)
     caches = [Path(p) for p in cache_paths]
+    for a in also:
+        if not Path(a).expanduser().exists():
+            raise FileNotFoundError(f"side file not found: {a}")
     for c in caches:
         if not c.is_file():
             raise FileNotFoundError(f"cache file not found: {c}")
@@ -612,6 +668,8 @@ def scan(
         report.skip("stale_embedding", "check_embeddings=False")
     for c in caches:
         _scan_cache(c, report, m)
+    for extra in also:
+        _scan_side(Path(extra).expanduser(), report, m)
     return report
 
 
@@ -672,6 +730,10 @@ def register_cli(app: typer.Typer) -> None:
         cache: list[Path] = typer.Option(
             [], "--cache", help="SQLite LLM cache file to scan too (repeatable)."
         ),
+        also: list[Path] = typer.Option(
+            [], "--also", help="Side file or directory a memory layer keeps beside the store "
+                               "(history database, JSON/JSONL, pickle, any file; repeatable)."
+        ),
         no_embeddings: bool = typer.Option(
             False, "--no-embeddings", help="Skip the stale-embedding check (no re-embedding)."
         ),
@@ -686,7 +748,7 @@ def register_cli(app: typer.Typer) -> None:
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
         try:
-            report = scan(path, secret, cache_paths=cache, check_embeddings=not no_embeddings)
+            report = scan(path, secret, cache_paths=cache, also=also, check_embeddings=not no_embeddings)
         except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)
             raise typer.Exit(2) from exc

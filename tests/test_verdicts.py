@@ -463,3 +463,61 @@ def test_in_memory_search_after_a_delete_through_the_client(embedder):
             metadatas=[{"tier": "raw", "namespace": "u1", "session_id": "s1", "turn_index": 2, "date": ""}])
     assert all(SECRET not in c.text for c in store.search("cat", 3, namespace="u1"))
     store.close()
+
+
+# --------------------------------------------------------------------------- side files
+
+
+def test_side_files_are_scanned_and_labelled_by_what_they_are(tmp_path, embedder):
+    """Files another memory layer keeps beside its vector store, written by other
+    libraries (sqlite3, json, pickle): each copy is reported on its own surface, and a
+    row deleted from the history database is found in its freed pages if they keep it."""
+    import pickle
+    import sqlite3
+
+    store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
+    store.add([raw("u1", "s1", 0, "I walk my dog")])
+    store.close()
+    side = tmp_path / "side"
+    side.mkdir()
+    con = sqlite3.connect(side / "history.db")
+    con.execute("CREATE TABLE history (id TEXT, old_memory TEXT, new_memory TEXT, event TEXT)")
+    con.execute("INSERT INTO history VALUES ('1', NULL, ?, 'ADD')", ("token XQ7\u2013VIOLET\u20133829",))
+    con.execute("INSERT INTO history VALUES ('2', NULL, ?, 'ADD')", (f"second copy {SECRET}",))
+    con.commit()
+    con.execute("DELETE FROM history WHERE id = '2'")
+    con.commit()
+    con.close()
+    (side / "memories.json").write_text(json.dumps({"m": "token XQ7\u2013VIOLET\u20133829"}))  # \u2013 escaped
+    (side / "log.jsonl").write_text(json.dumps({"msg": "xq7\nviolet 3829"}) + "\n")
+    (side / "state.pkl").write_bytes(pickle.dumps({"m": f"my token {SECRET}"}, protocol=5))
+    (side / "notes.txt").write_text("XQ7 VIOLET 3829\n")
+    report = scan(tmp_path / "db", SECRET, also=[side])
+    counts = report.counts()
+    assert counts["side_sqlite"] == 1          # the live row
+    # the live row as bytes, and the deleted one too where this SQLite build leaves
+    # freed cells as they were (an independent byte search decides which)
+    freed = SECRET.encode() in (side / "history.db").read_bytes()
+    assert counts["side_disk"] == 1 + int(freed)
+    assert counts["side_json"] == 2 and counts["side_pickle"] == 1 and counts["side_file"] == 1
+    assert counts["cache"] == 0 == counts["cache_disk"]  # not labelled as an LLM cache
+    assert not report.clean
+    clean = scan(tmp_path / "db", "ABSENT-VALUE-0000", also=[side])
+    assert clean.clean
+
+
+def test_residue_cli_takes_side_files(tmp_path, embedder):
+    from typer.testing import CliRunner
+
+    from memkit.cli import app
+
+    store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
+    store.add([raw("u1", "s1", 0, "I walk my dog")])
+    store.close()
+    (tmp_path / "h.json").write_text(json.dumps({"m": f"pw {SECRET}"}))
+    res = CliRunner().invoke(app, ["residue", str(tmp_path / "db"), SECRET, "--also", str(tmp_path / "h.json"),
+                                   "--json"])
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["counts"]["side_json"] == 1
+    missing = CliRunner().invoke(app, ["residue", str(tmp_path / "db"), SECRET, "--also", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "side file not found" in missing.output
