@@ -392,6 +392,8 @@ class AuditResult:
             their canary after forgetting (``None`` without a store or forget).
         residue_unchecked: surface -> why the residue scan could not check it (e.g. a
             server's disk); such a surface is never reported as clean.
+        checkpoint_residue_kept_threads: with ``delete_threads``, the ``checkpoint``
+            residue before the user's threads were deleted (``None`` otherwise).
         canaries: per instance ``question_id``, ``user_id``, ``session_id``,
             ``turn_index`` and ``value`` of the planted canary.
         records: one dict per agent call (phase, tier, user, query, response, scores).
@@ -411,6 +413,7 @@ class AuditResult:
     frs: dict[str, float] | None = None
     residue: dict[str, int] | None = None
     residue_unchecked: dict[str, list[str]] = field(default_factory=dict)
+    checkpoint_residue_kept_threads: int | None = None
     canaries: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -427,6 +430,7 @@ class AuditResult:
             "FRS": None if self.frs is None else {k: _r(v) for k, v in self.frs.items()},
             "residue": self.residue,
             "residue_unchecked": self.residue_unchecked,
+            "checkpoint_residue_kept_threads": self.checkpoint_residue_kept_threads,
             "canaries": self.canaries,
         }
         if records:
@@ -466,6 +470,10 @@ class AuditResult:
             hits = {s: c for s, c in self.residue.items() if c}
             body = ", ".join(f"{s}: {c}" for s, c in hits.items()) if hits else "none"
             lines += ["", f"Residue after forget (users whose store still holds their canary, per surface): {body}."]
+            if self.checkpoint_residue_kept_threads is not None:
+                lines += ["", f"Checkpoints: {self.checkpoint_residue_kept_threads} users' canaries remain "
+                              f"while their threads are kept, {self.residue.get('checkpoint', 0)} after "
+                              "deleting their threads."]
             if self.residue_unchecked:
                 why = "; ".join(f"{s} ({', '.join(r)})" for s, r in self.residue_unchecked.items())
                 lines += ["", f"Not checked, so not known to be clean: {why}."]
@@ -513,6 +521,49 @@ def _probe_round(
     return shares
 
 
+def _checkpointers(agent: Any, feed: Any, given: Any) -> list[Any]:
+    """The checkpointers to scan: ``given`` (one or a list), else the agent's and the
+    feed's own (a compiled LangGraph graph's ``checkpointer``), each once."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    if given is not None:
+        found = list(given) if isinstance(given, (list, tuple)) else [given]
+    else:
+        found = [getattr(x, "checkpointer", None) for x in (agent, feed)]
+    out: list[Any] = []
+    for saver in found:
+        if isinstance(saver, BaseCheckpointSaver) and all(saver is not o for o in out):
+            out.append(saver)
+    return out
+
+
+def _checkpoint_users(savers: list[Any], users: list[str], canaries: list[Any]) -> int:
+    """How many users' canaries some checkpoint of some saver still holds."""
+    from memkit.residue import ResidueReport, scan_checkpoints
+
+    n = 0
+    for canary in canaries:
+        report = ResidueReport(target="checkpoints")
+        for saver in savers:
+            scan_checkpoints(saver, canary.value, report=report)
+        n += int(bool(report.surfaces["checkpoint"]))
+    return n
+
+
+def _threads_by_user(records: list[dict[str, Any]], users: list[str], instances: list[Instance],
+                     feed: Any) -> dict[str, set[str]]:
+    """Every thread the audit opened for each user: its questions' and probes' threads,
+    and the session ids a Runnable feed ran as threads."""
+    threads: dict[str, set[str]] = {u: set() for u in users}
+    for rec in records:
+        if rec.get("user_id") in threads and rec.get("thread_id"):
+            threads[rec["user_id"]].add(rec["thread_id"])
+    if hasattr(feed, "invoke"):
+        for user, inst in zip(users, instances, strict=True):
+            threads[user].update(sid for sid, _, _ in inst.sessions())
+    return threads
+
+
 def _question_round(
     ask: Asker,
     *,
@@ -556,6 +607,8 @@ def audit(
     store: MemkitStore | TieredMemoryStore | None = None,
     residue: bool = True,
     also: Sequence[str] = (),
+    checkpointer: Any = None,
+    delete_threads: bool = False,
     input_fn: Callable[[str], Any] | None = None,
     output_fn: Callable[[Any], str] | None = None,
     synthetic_sessions: int | tuple[int, int] = (2, 4),
@@ -583,8 +636,15 @@ def audit(
             picks its own tiers, so FRS is the overall AER_max after forget).
         residue: scan the store for each canary after forgetting (needs ``store``).
         also: side files or directories the memory layer keeps beside its store
-            (history databases, JSON, pickles), scanned with the store
+            (history databases, JSON, pickles), scanned with the store (needs ``store``)
             (:func:`memkit.residue.scan`, ``side_*`` surfaces).
+        checkpointer: LangGraph checkpointer(s) whose threads to scan (the
+            ``checkpoint`` surface: users whose canary some checkpoint or pending write
+            still holds); default the agent's and the feed's own (compiled graphs).
+        delete_threads: after the forget, also delete every thread the audit opened
+            for the user (``delete_thread``: the feed's sessions, each question and
+            probe); ``residue["checkpoint"]`` is then the count after deletion and
+            ``checkpoint_residue_kept_threads`` the count before.
         input_fn, output_fn: adapters for a Runnable agent (:func:`as_asker`).
         synthetic_sessions, synthetic_turns: synthetic instance sizes (int or range).
         n_resamples: bootstrap resamples for the CIs (the study: 1000).
@@ -645,18 +705,34 @@ def audit(
     result.forget_mode = forget_mode or "custom"
     for user, canary in zip(users, canaries, strict=True):
         forget(canary.value, user)
-    if store is not None and residue:
+    savers = _checkpointers(agent, feed, checkpointer)
+    if residue and (store is not None or savers):
         from memkit.residue import SURFACES, scan
 
         tiered = store.tiered if isinstance(store, MemkitStore) else store
         counts = dict.fromkeys(SURFACES, 0)
+        if tiered is None:
+            for surface in SURFACES:
+                if surface != "checkpoint":
+                    result.residue_unchecked[surface] = ["no store was given to audit()"]
         for canary in canaries:
-            report = scan(tiered, canary.value, also=also)
-            for surface, c in report.counts().items():
-                counts[surface] += int(c > 0)
-            for surface, reasons in report.unchecked.items():
-                known = result.residue_unchecked.setdefault(surface, [])
-                known.extend(r for r in reasons if r not in known)
+            if tiered is not None:
+                report = scan(tiered, canary.value, also=also)
+                for surface, c in report.counts().items():
+                    counts[surface] += int(c > 0)
+                for surface, reasons in report.unchecked.items():
+                    known = result.residue_unchecked.setdefault(surface, [])
+                    known.extend(r for r in reasons if r not in known)
+        if savers:
+            counts["checkpoint"] = _checkpoint_users(savers, users, canaries)
+            if delete_threads:
+                result.checkpoint_residue_kept_threads = counts["checkpoint"]
+                threads = _threads_by_user(records, users, instances, feed)
+                for saver in savers:
+                    for user in users:
+                        for thread in threads[user]:
+                            saver.delete_thread(thread)
+                counts["checkpoint"] = _checkpoint_users(savers, users, canaries)
         result.residue = counts
     after_correct = _question_round(ask, users=users, instances=instances, phase="forget", run_id=run_id,
                                     records=records)

@@ -58,8 +58,11 @@ class AgentState(MessagesState):
     memories: list[str]
 
 
-def build_agent(store: MemkitStore, model: str | BaseChatModel = "extractive", k: int = 3) -> Any:
-    """The recall-then-answer agent: ``START -> recall -> answer -> END``.
+def build_agent(store: MemkitStore, model: str | BaseChatModel = "extractive", k: int = 3,
+                checkpointer: Any = None) -> Any:
+    """The recall-then-answer agent: ``START -> recall -> answer -> END``, compiled with
+    ``checkpointer`` (default an ``InMemorySaver``: every conversation is kept, which
+    the audit scans as the ``checkpoint`` surface).
 
     ``model`` is a spec for :func:`memkit.models.chat_model` or a chat model. The user
     is ``config["configurable"]["user_id"]``; memories come from ``runtime.store``
@@ -83,7 +86,7 @@ def build_agent(store: MemkitStore, model: str | BaseChatModel = "extractive", k
     graph.add_edge(START, "recall")
     graph.add_edge("recall", "answer")
     graph.add_edge("answer", END)
-    return graph.compile(store=store, checkpointer=InMemorySaver(), name="memory-agent")
+    return graph.compile(store=store, checkpointer=checkpointer or InMemorySaver(), name="memory-agent")
 
 
 class WriterState(TypedDict):
@@ -140,6 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--k", type=int, default=3, help="memories recalled per question")
     parser.add_argument("--mode", default="full_purge", choices=DELETION_MODES, help="deletion mode")
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples")
+    parser.add_argument("--delete-threads", action="store_true",
+                        help="after the forget, also delete each user's conversations (checkpointer threads)")
     parser.add_argument("--json", type=Path, help="also write the result (with every call) here")
     args = parser.parse_args(argv)
 
@@ -148,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     agent = build_agent(store, args.model, args.k)
     feed = build_memory_writer(store)
     result = audit(agent, feed=feed, forget=store_forgetter(store, args.mode),
-                   forget_mode=args.mode, store=store,
+                   forget_mode=args.mode, delete_threads=args.delete_threads, store=store,
                    data=args.data, n=args.n, seed=args.seed, n_resamples=args.n_resamples)
     print(result.report)
     out = result.to_dict(records=True)

@@ -26,6 +26,9 @@ surface             what is scanned
 ``side_json``       JSON / JSONL side files (raw text: escapes are matched)
 ``side_pickle``     pickle side files (raw bytes; never unpickled)
 ``side_file``       any other side file (raw bytes)
+``checkpoint``      every checkpoint and pending write of every thread of a
+                    LangGraph checkpointer (``checkpointer=``): channel values
+                    (messages included), metadata; location names the thread
 ``disk_sqlite``     raw bytes of ``chroma.sqlite3`` (free pages and freed
                     cells included)
 ``disk_wal``        raw bytes of ``*-wal``, ``*-journal``, ``*-shm`` files
@@ -69,8 +72,8 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +87,8 @@ if TYPE_CHECKING:
     from memkit.store import TieredMemoryStore
 
 __all__ = [
+    "scan_checkpoints",
+    "threads_with_copies",
     "side_file_kind",
     "HNSW_FILES",
     "SURFACES",
@@ -108,6 +113,7 @@ SURFACES: tuple[str, ...] = (
     "side_json",
     "side_pickle",
     "side_file",
+    "checkpoint",
     "disk_sqlite",
     "disk_wal",
     "disk_log",
@@ -464,6 +470,80 @@ def _scan_side(path: Path, report: ResidueReport, m: SecretMatcher) -> None:
         _scan_file(report, f"side_{kind}", path, str(path), m)
 
 
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
+    """``(path, text)`` of every string a checkpoint value holds: messages (content,
+    additional kwargs, tool calls), mappings (keys too), sequences, pydantic models,
+    dataclasses, numbers; anything else by its ``repr``."""
+    if depth > 50:
+        return
+    if isinstance(obj, str):
+        yield path, obj
+    elif isinstance(obj, (bytes, bytearray)):
+        yield path, bytes(obj).decode("utf-8", errors="replace")
+    elif isinstance(obj, bool) or obj is None:
+        return
+    elif isinstance(obj, (int, float)):
+        yield path, str(obj)
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            yield from _strings_in(k, f"{path}.<key>", depth + 1)
+            yield from _strings_in(v, f"{path}.{k}", depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for i, v in enumerate(obj):
+            yield from _strings_in(v, f"{path}[{i}]", depth + 1)
+    elif hasattr(obj, "model_dump"):
+        yield from _strings_in(obj.model_dump(), path, depth + 1)
+    elif is_dataclass(obj) and not isinstance(obj, type):
+        yield from _strings_in(asdict(obj), path, depth + 1)
+    else:
+        yield path, repr(obj)
+
+
+def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = None) -> ResidueReport:
+    """Find every copy of ``secret`` in a LangGraph checkpointer: every checkpoint of
+    every thread (channel values, metadata) and every pending write, on the
+    ``checkpoint`` surface. Each hit's location is
+    ``thread=<id>:checkpoint=<id>:<channel path>`` (the secret masked), so copies can
+    be counted per thread.
+
+    Args:
+        saver: any LangGraph ``BaseCheckpointSaver`` (``InMemorySaver``,
+            ``SqliteSaver``, ...); read with ``saver.list(None)``.
+        secret: the string to look for (:mod:`memkit.matching`).
+        report: add to this report instead of a new one.
+
+    Returns:
+        The report.
+    """
+    m = matcher(secret)
+    report = report if report is not None else ResidueReport(target=repr(saver))
+    for tup in saver.list(None):
+        cfg = (tup.config or {}).get("configurable", {})
+        where = f"thread={cfg.get('thread_id')}:checkpoint={cfg.get('checkpoint_id')}"
+        checkpoint = tup.checkpoint or {}
+        for channel, value in (checkpoint.get("channel_values") or {}).items():
+            for path, text in _strings_in(value, f":{channel}"):
+                _scan_text(report, "checkpoint", where + path, text, m)
+        for path, text in _strings_in(tup.metadata or {}, ":<metadata>"):
+            _scan_text(report, "checkpoint", where + path, text, m)
+        for task_id, channel, value in tup.pending_writes or ():
+            for path, text in _strings_in(value, f":<pending {task_id}>:{channel}"):
+                _scan_text(report, "checkpoint", where + path, text, m)
+    return report
+
+
+def threads_with_copies(report: ResidueReport) -> set[str]:
+    """Thread ids whose checkpoints hold a copy (from ``checkpoint`` hit locations)."""
+    out = set()
+    for hit in report.surfaces.get("checkpoint", []):
+        head = hit.location.split(":checkpoint=", 1)[0]
+        out.add(head.removeprefix("thread="))
+    return out
+
+
 # --------------------------------------------------------------------------- chroma API
 
 
@@ -581,6 +661,7 @@ def scan(
     *,
     cache_paths: Sequence[str | Path] = (),
     also: Sequence[str | Path] = (),
+    checkpointer: Any = None,
     embedder: Any = None,
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
@@ -598,6 +679,8 @@ def scan(
         also: side files or directories a memory layer keeps beside its store
             (history databases, JSON/JSONL, pickles, plain files), each labelled by
             what it is (``side_*`` surfaces).
+        checkpointer: a LangGraph checkpointer whose threads to scan
+            (:func:`scan_checkpoints`, ``checkpoint`` surface).
         embedder: embedder for ``stale_embedding`` (``encode`` or ``embed_documents``);
             default the store's, else :func:`memkit.models.embeddings`.
         check_embeddings: run the ``stale_embedding`` check.
@@ -670,6 +753,8 @@ def scan(
         _scan_cache(c, report, m)
     for extra in also:
         _scan_side(Path(extra).expanduser(), report, m)
+    if checkpointer is not None:
+        scan_checkpoints(checkpointer, secret, report=report)
     return report
 
 

@@ -521,3 +521,76 @@ def test_residue_cli_takes_side_files(tmp_path, embedder):
     assert json.loads(res.stdout)["counts"]["side_json"] == 1
     missing = CliRunner().invoke(app, ["residue", str(tmp_path / "db"), SECRET, "--also", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "side file not found" in missing.output
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _example1():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "01_audit_react_agent.py"
+    spec = importlib.util.spec_from_file_location("memkit_example_01_ckpt", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # LangGraph resolves the nodes' type hints through it
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_audit_reports_canaries_in_the_agents_checkpoints(embedder):
+    """Example 1's agent keeps every conversation in its checkpointer: after full_purge
+    the store is clean but the threads still hold canaries, until they are deleted."""
+    from evaluators.audit import audit, store_forgetter
+
+    ex1 = _example1()
+    results = {}
+    for delete in (False, True):
+        store = MemkitStore(TieredMemoryStore(embedder=embedder), index={"fields": ["content"]},
+                            tiers={("memories", "*", "facts"): "summary"})
+        agent = ex1.build_agent(store)
+        res = audit(agent, feed=ex1.build_memory_writer(store), forget=store_forgetter(store, "full_purge"),
+                    forget_mode="full_purge", store=store, n=2, seed=0, n_resamples=50, delete_threads=delete)
+        results[delete] = res
+        # an independent count: every checkpoint whose messages show a canary verbatim
+        values = [c["value"] for c in res.canaries]
+        holders = {value for value in values for tup in agent.checkpointer.list(None)
+                   for msg in tup.checkpoint["channel_values"].get("messages", []) if value in str(msg.content)}
+        assert res.residue["checkpoint"] == len(holders)
+        others = {k: v for k, v in res.residue.items() if v and k != "checkpoint"}
+        assert others == {}
+        store.close()
+    assert results[False].residue["checkpoint"] == 2 and results[False].checkpoint_residue_kept_threads is None
+    assert results[True].checkpoint_residue_kept_threads == 2 and results[True].residue["checkpoint"] == 0
+    assert "after deleting their threads" in results[True].report
+
+
+def test_sqlite_checkpointer_on_disk(tmp_path, embedder):
+    """A real SqliteSaver: its threads are scanned through the saver, its database
+    file by `memkit residue --also`; deleting the threads empties the live rows."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from evaluators.audit import audit, store_forgetter
+    from memkit.residue import scan_checkpoints, threads_with_copies
+
+    ex1 = _example1()
+    db = tmp_path / "checkpoints.sqlite"
+    saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+    store = MemkitStore(TieredMemoryStore(tmp_path / "store", embedder=embedder), index={"fields": ["content"]})
+    agent = ex1.build_agent(store, checkpointer=saver)
+    res = audit(agent, feed=ex1.build_memory_writer(store), forget=store_forgetter(store, "full_purge"),
+                forget_mode="full_purge", store=store, n=2, seed=0, n_resamples=50)
+    secret = res.canaries[0]["value"]
+    report = scan_checkpoints(saver, secret)
+    assert report.surfaces["checkpoint"] and all(t.startswith("memkit-audit-") for t in threads_with_copies(report))
+    saver.conn.commit()
+    disk = scan(tmp_path / "store", secret, also=[db])
+    assert disk.counts()["side_sqlite"] > 0 and disk.counts()["side_disk"] > 0
+    for thread in threads_with_copies(report):
+        saver.delete_thread(thread)
+    saver.conn.commit()
+    assert not scan_checkpoints(saver, secret).surfaces["checkpoint"]
+    assert scan(tmp_path / "store", secret, also=[db]).counts()["side_sqlite"] == 0
+    saver.conn.close()
+    store.close()
