@@ -100,7 +100,8 @@ class ForgetResult:
         bytes_before, bytes_after: store size on disk around compaction (bytes), else ``None``.
         compaction_seconds: wall time of compaction, else ``None``.
         tombstone: the audit record of ``tombstone_redaction``, else ``None``.
-        verified: surfaces re-read after the steps and found free of the secret
+        verified: surfaces re-read after the steps and found free of the secret, within
+            ``namespace`` for the store's own chunks (the whole store when ``None``)
             (``text_raw``, ``text_summary``, ``text_other`` (the directory's other
             collections), ``metadata``, ``cache``; residue-scanner names).
         remaining: copies found by that re-read, per surface (absent when none).
@@ -307,8 +308,7 @@ def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
         counts[surface] += n
     if ctx.caches:
         counts["cache"] = sum(
-            1 for cache in ctx.caches for prompt, _, response in cache.entries()
-            if contains_secret(prompt, state["secret"]) or contains_secret(response, state["secret"])
+            1 for cache in ctx.caches for entry in cache.entries() if contains_secret(list(entry), state["secret"])
         )
     result.remaining = {k: v for k, v in counts.items() if v}
     result.verified = [k for k, v in counts.items() if not v]

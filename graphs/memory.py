@@ -365,8 +365,12 @@ def default_store_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def default_store() -> TieredMemoryStore:
-    """The persistent store the ``langgraph.json`` graphs share (created on first call)."""
-    return TieredMemoryStore(default_store_dir())
+    """The persistent store the ``langgraph.json`` graphs share (created on first call).
+
+    :meth:`~memkit.store.TieredMemoryStore.open` keeps one object per directory per
+    process, so graph files loaded twice by path (as LangGraph servers do) still share
+    one store, one chroma client, and a forget can compact it."""
+    return TieredMemoryStore.open(default_store_dir())
 
 
 @lru_cache(maxsize=1)

@@ -148,7 +148,8 @@ class LLMCache(BaseCache):
                 "SELECT prompt, llm_string, response FROM llm_cache ORDER BY key")]
 
     def purge(self, secret: str) -> int:
-        """Delete the entries whose prompt or response holds ``secret``, then VACUUM.
+        """Delete the entries whose prompt, model string or response holds ``secret``,
+        then VACUUM.
 
         A match is any spelling of the secret (:func:`memkit.matching.contains_secret`:
         normal forms, case, separators, and the JSON escapes of LangChain's serialised
@@ -168,9 +169,9 @@ class LLMCache(BaseCache):
         with self._connect() as con:
             doomed: Sequence[tuple[str]] = [
                 (key,)
-                for key, prompt, response in con.execute(
-                    "SELECT key, prompt, response FROM llm_cache")
-                if contains_secret(prompt, secret) or contains_secret(response, secret)
+                for key, prompt, llm_string, response in con.execute(
+                    "SELECT key, prompt, llm_string, response FROM llm_cache")
+                if contains_secret([prompt, llm_string, response], secret)
             ]
             con.execute("BEGIN IMMEDIATE")
             con.executemany("DELETE FROM llm_cache WHERE key = ?", doomed)

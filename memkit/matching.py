@@ -58,15 +58,6 @@ _SEPARATOR_CATEGORIES = ("Z", "P", "S", "Cf", "Cc", "Mn", "Me")
 _INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 """Hangul fillers: letters by category, blank on screen, so separators here."""
 
-_MARKUP = (
-    r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});"  # HTML entities
-    r"|%[0-9A-Fa-f]{2}"                                                     # percent-encoding
-    r"|</?[A-Za-z][^<>]{0,64}>"                                             # HTML tags
-)
-"""Encodings a reader's tools render away: any of them may stand between a secret's
-characters (``XQ7&nbsp;VIOLET``, ``XQ7%2DVIOLET``, ``XQ7<b>VIOLET</b>``)."""
-
-
 def _fold(text: str) -> str:
     """NFKC, case fold, NFKC again (the fold can un-normalize)."""
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
@@ -98,12 +89,18 @@ def _tables() -> tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]]
         if cat in ("Cn", "Co"):
             continue
         fold = _fold(ch)
-        f = "".join(c for c in fold if c.isalnum())  # İ folds to i + a combining dot
+        f = "".join(c for c in fold if c.isalnum())  # İ folds to i + a combining dot, ⒳ to (x)
+        latin = _latin_letter(ch)
         if ch in _INVISIBLE_LETTERS:
             seps.append(ch)
-        elif len(f) == 1 and (ch.isalnum() or f == fold):
+        elif latin is not None:  # small capitals, regional indicators, dotless ı ...
+            variants.setdefault(latin, set()).add(ch)
+        elif ch.isdecimal() and unicodedata.decimal(ch, None) is not None and f == ch:
+            # a digit of another script (Arabic-Indic ٥, Devanagari ५) is that digit
+            variants.setdefault(str(unicodedata.decimal(ch)), set()).add(ch)
+        elif len(f) == 1:
             variants.setdefault(f, set()).add(ch)
-        elif 1 < len(f) <= 3 and (ch.isalnum() or f == fold):  # ß -> ss, ligatures, ㎏, ⑩
+        elif 1 < len(f) <= 3:  # ß -> ss, ligatures, ㎏, ⑩
             multi.setdefault(f, set()).add(ch)
         elif _is_separator(ch):
             seps.append(ch)
@@ -130,6 +127,24 @@ def _class_body(chars: list[str]) -> str:
 def _multi_chars() -> re.Pattern[str]:
     """Characters whose fold is several letters or digits (``ß``, ``ﬁ``, ``㎏``, ``⑩``)."""
     return re.compile("[" + _class_body(list(_tables()[3])) + "]")
+
+
+_LATIN_NAME = re.compile(
+    r"^(?:LATIN (?:CAPITAL |SMALL )?LETTER (?:SMALL CAPITAL |DOTLESS )?"
+    r"|REGIONAL INDICATOR SYMBOL LETTER |(?:NEGATIVE )?(?:SQUARED|CIRCLED|PARENTHESIZED) LATIN (?:CAPITAL |SMALL )?LETTER )"
+    r"([A-Z])$"
+)
+
+
+def _latin_letter(ch: str) -> str | None:
+    """The Latin letter a character is named for when its fold is not that letter:
+    small capitals (``ᴠ``), dotless ``ı``, regional indicators (``🇽``), squared,
+    circled and parenthesized letters; ``None`` otherwise."""
+    m = _LATIN_NAME.match(unicodedata.name(ch, ""))
+    if m is None:
+        return None
+    letter = m.group(1).lower()
+    return letter if _fold(ch) != letter else None
 
 
 def _variants_table() -> dict[str, frozenset[str]]:
@@ -168,77 +183,111 @@ def _decomposed(ch: str) -> set[str]:
     return out
 
 
-def _json_escapes(ch: str) -> list[str]:
-    """``\\uXXXX`` spellings of one character (a surrogate pair above the BMP)."""
+def _hexdigits(cp: int) -> str:
+    """Regex for ``cp`` in hex, any case, after optional leading zeros."""
+    return "0*" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{cp:x}")
+
+
+def _encoded(ch: str) -> list[str]:
+    """Regexes for ``ch`` written as an escape: JSON ``\\uXXXX`` (a surrogate pair above
+    the BMP; any number of backslashes, taken from the start of their run), an HTML
+    numeric entity, and percent-encoded UTF-8."""
     cp = ord(ch)
     if cp > 0xFFFF:
         v = cp - 0x10000
-        return [f"\\u{0xD800 + (v >> 10):04x}\\u{0xDC00 + (v & 0x3FF):04x}"]
-    return [f"\\u{cp:04x}"]
+        hi, lo = 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)
+        json_esc = _BS + "u" + _hex4(hi) + r"\\++u" + _hex4(lo)
+    else:
+        json_esc = _BS + "u" + _hex4(cp)
+    pct = "".join("%" + _hex2(byte) for byte in ch.encode("utf-8"))
+    return [json_esc, f"&#0*{cp};?", f"&#[xX]{_hexdigits(cp)};?", pct]
 
 
-_BACKSLASHES = r"\\\\*"
-"""One or more backslashes, written so a pattern's alternatives start with a literal
-(sre then skips ahead by a first-character set instead of trying every position)."""
+def _hex4(cp: int) -> str:
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{cp:04x}")
 
 
-def _escape_regex(esc: str) -> str:
-    """Regex for a JSON escape: one or more backslashes, hex digits in any case."""
-    parts = esc.split("\\")[1:]
-    out = []
-    for p in parts:
-        # p is "uXXXX" or a one-letter escape
-        body = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() and c != "u" else re.escape(c) for c in p)
-        out.append(_BACKSLASHES + body)
-    return "".join(out)
+def _hex2(byte: int) -> str:
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{byte:02x}")
 
 
-def _char_alternatives(c: str) -> tuple[list[str], list[str]]:
-    """(literal spellings, regex fragments for escapes) of skeleton character ``c``."""
-    lits = set(_variants_table().get(c, {c})) | {c}
+_BS = r"\\(?<!\\\\\\)\\*+"
+"""A run of backslashes, matched only from its first backslash (the lookbehind) and
+possessively: a long run costs linear time. It starts with a literal backslash, so
+sre can still skip ahead by a first-character set."""
+
+
+def _spellings(chars: set[str], own: frozenset[str] = frozenset()) -> tuple[str, bytes]:
+    """Regex alternations (text, UTF-8 bytes) for any of ``chars``: each as itself and
+    its decomposed spellings, and written as an escape (:func:`_encoded`; for exotic
+    forms only when they are in ``own``, the secret's own characters). Every
+    alternative starts with a literal, so sre can skip ahead by a first-character set."""
     seqs: set[str] = set()
-    for ch in list(lits):
+    for ch in chars:
         seqs |= _decomposed(ch)
-    escapes: set[str] = set()
-    for ch in lits:
-        if ord(ch) > 0x7F:  # an ASCII letter is never written escaped by JSON encoders
-            escapes.add(_escape_regex(_json_escapes(ch)[0]))
-    for seq in seqs:
-        # a decomposed spelling whose characters are escaped one by one (ensure_ascii)
-        escapes.add("".join(
-            re.escape(x) if ord(x) <= 0x7F else _escape_regex(_json_escapes(x)[0]) for x in seq
-        ))
-    return sorted(lits | seqs, key=lambda s: (-len(s), s)), sorted(escapes)
+    lits = sorted(set(chars) | seqs, key=lambda s: (-len(s), s))
+    escs: list[str] = []
+    for ch in sorted(chars):
+        # JSON escapes of what encoders really escape (accents, fullwidth forms);
+        # HTML entities and percent-encoding of ASCII (the exotic mathematical and
+        # enclosed forms are left out, which keeps each pattern small)
+        if ord(ch) < 0x80:
+            escs += _encoded(ch)
+        elif ord(ch) < 0x2000 or 0xFF00 <= ord(ch) <= 0xFFEF or ch in own:
+            escs.append(_encoded(ch)[0])
+    for seq in sorted(seqs):  # a decomposed spelling escaped character by character
+        escs.append("".join(re.escape(x) if ord(x) <= 0x7F else _encoded(x)[0] for x in seq))
+    text = "(?:" + "|".join([re.escape(x) for x in lits] + escs) + ")"
+    enc = sorted({x.encode("utf-8") for x in lits}, key=lambda b: (-len(b), b))
+    data = b"(?:" + b"|".join([re.escape(x) for x in enc] + [e.encode("ascii") for e in escs]) + b")"
+    return text, data
 
 
-_ESCAPE = r"\\\\*(?:u[0-9a-fA-F]{4}|[ntrbf/'])"
-"""Any JSON string escape, with one or more backslashes: in JSON text every escaped
-character may stand between a secret's characters (a superset of the separators)."""
+def _char_spellings(c: str, own: frozenset[str] = frozenset()) -> tuple[str, bytes]:
+    """:func:`_spellings` of skeleton character ``c`` (every code point that folds to it,
+    and the secret's own characters ``own`` that do)."""
+    return _spellings(set(_variants_table().get(c, {c})) | {c} | set(own), own)
+
+
+_SEP_PATTERNS = [
+    r"\x1b\[[0-?]*+[ -/]*+[@-~]",                                     # ANSI colour codes
+    r"<!--(?:(?!-->)[\s\S]){0,500}-->",                                # HTML comments
+    r"</?[A-Za-z][^<>]{0,500}>",                                       # HTML tags
+    r"&(?:[A-Za-z][A-Za-z0-9]{1,31};|(?:nbsp|amp|lt|gt|quot|apos|shy|ndash|mdash|thinsp|ensp|emsp)"
+    r"(?![A-Za-z0-9])|#[0-9]{1,7};?|#[xX][0-9A-Fa-f]{1,6};?)",         # HTML entities
+    r"%[0-9A-Fa-f]{2}",                                                # percent-encoding
+    r"\\++(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[ntrbfv0/'\"]|)",  # escapes
+]
+"""Multi-character separators, tried before the separator characters: encodings a
+reader's tools render away. Any of them may stand between a secret's characters, but
+never in place of the next one (the separator run stops where the next character's
+spelling starts, see :func:`matcher`)."""
 
 
 @lru_cache(maxsize=1)
 def _sep_text() -> str:
-    return "(?:[" + _tables()[1] + "]|" + _ESCAPE + "|" + _MARKUP + ")"
+    return "(?:" + "|".join(_SEP_PATTERNS) + "|[" + _tables()[1] + "])"
 
 
 @lru_cache(maxsize=1)
 def _sep_bytes() -> bytes:
     # ASCII separators as one class; any other UTF-8 character may separate in bytes
     # (a superset of the text separators, so a byte scan finds whatever text finds).
-    ascii_seps = "".join(re.escape(chr(c)) for c in range(0x80) if _is_separator(chr(c)))
-    return (b"(?:[" + ascii_seps.encode() + b"]|[\xc2-\xf4][\x80-\xbf]{1,3}|"
-            + _ESCAPE.encode() + b"|" + _MARKUP.encode() + b")")
+    # Control bytes other than whitespace and ESC are left out: binary files are full
+    # of NULs, and a short secret's digits would match across them everywhere.
+    ascii_seps = "".join(re.escape(chr(c)) for c in range(0x80)
+                         if _is_separator(chr(c)) and (c >= 0x20 or chr(c) in "\t\n\v\f\r\x1b") and c != 0x7F)
+    return (b"(?:" + "|".join(_SEP_PATTERNS).encode() + b"|[" + ascii_seps.encode()
+            + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
 
-def _alternation_text(lits: list[str], escs: list[str]) -> str:
-    # Every alternative starts with a literal character (no class, no repeat), so
-    # that when this is a pattern's first group sre builds a first-character set.
-    return "(?:" + "|".join([re.escape(x) for x in lits] + escs) + ")"
-
-
-def _alternation_bytes(lits: list[str], escs: list[str]) -> bytes:
-    enc = sorted({x.encode("utf-8") for x in lits}, key=lambda b: (-len(b), b))
-    return b"(?:" + b"|".join([re.escape(x) for x in enc] + [e.encode("ascii") for e in escs]) + b")"
+def _run(sep: Any, nxt: Any) -> Any:
+    """An atomic run of separators that stops where ``nxt`` (the next character's
+    spellings) starts: ``(?>(?:(?!nxt)sep)*)``. Linear time, and a separator can never
+    swallow an encoded character of the secret."""
+    if isinstance(sep, bytes):
+        return b"(?>(?:(?!" + nxt + b")" + sep + b")*)"
+    return "(?>(?:(?!" + nxt + ")" + sep + ")*)"
 
 
 @dataclass(frozen=True)
@@ -258,8 +307,8 @@ class SecretMatcher:
     bytes: re.Pattern[bytes]
 
     def search(self, text: str) -> bool:
-        """Whether ``text`` holds a copy."""
-        if self.text.search(text) is not None:
+        """Whether ``text`` holds a copy (the secret as given always counts)."""
+        if self.secret in text or self.text.search(text) is not None:
             return True
         return _multi_chars().search(text) is not None and bool(self._folded_spans(text))
 
@@ -268,13 +317,14 @@ class SecretMatcher:
         overlapping; kind ``exact``/``normalized``."""
         found = [(m.start(), m.end(), "exact" if m.group(0) == self.secret else "normalized")
                  for m in self.text.finditer(text)]
+        found += [(m.start(), m.end(), "exact") for m in re.finditer(re.escape(self.secret), text)]
         if _multi_chars().search(text) is not None:
             found += self._folded_spans(text)
         out: list[tuple[int, int, str]] = []
         for s, e, kind in sorted(found):
             if out and s < out[-1][1]:
                 ps, pe, pk = out[-1]
-                out[-1] = (ps, max(pe, e), pk)
+                out[-1] = (ps, max(pe, e), "exact" if "exact" in (pk, kind) and (ps, pe) == (s, e) else pk)
             else:
                 out.append((s, e, kind))
         return out
@@ -297,8 +347,12 @@ class SecretMatcher:
     def byte_spans(self, data: Any) -> list[tuple[int, int, str]]:
         """``(start, end, kind)`` of every copy in a bytes-like object (UTF-8)."""
         exact = self.secret.encode("utf-8")
-        return [(m.start(), m.end(), "exact" if m.group(0) == exact else "normalized")
-                for m in self.bytes.finditer(data)]
+        found = {(m.start(), m.end()): "exact" if m.group(0) == exact else "normalized"
+                 for m in self.bytes.finditer(data)}
+        if exact not in {bytes(data[s:e]) for s, e in found}:  # the secret as given, if the pattern missed it
+            for m in re.finditer(re.escape(exact), data):
+                found.setdefault((m.start(), m.end()), "exact")
+        return [(s, e, k) for (s, e), k in sorted(found.items())]
 
     def redact(self, text: str, replacement: str = "[REDACTED]") -> str:
         """``text`` with every copy replaced by ``replacement``, repeated until none is
@@ -324,33 +378,37 @@ def matcher(secret: str) -> SecretMatcher:
         TypeError: not a string. ValueError: no letter or digit in the secret.
     """
     sk = skeleton(secret)
-    sep_t, sep_b = _sep_text() + "*", _sep_bytes() + b"*"
     multi = _tables()[2]
-    text_parts, byte_parts = [], []
+    sep_t, sep_b = _sep_text(), _sep_bytes()
     # A character of the secret whose fold is several (``ß`` -> ``ss``) may be written
     # either way: its stretch of the skeleton gets both spellings.
     groups = [g for g in ("".join(c for c in _fold(ch) if c.isalnum())
                           for ch in unicodedata.normalize("NFKC", secret)) if g]
     if "".join(groups) != sk:  # combining sequences fold differently one by one
         groups = list(sk)
+    own: dict[str, frozenset[str]] = {}
+    for ch in unicodedata.normalize("NFC", secret):
+        core = "".join(c for c in _fold(ch) if c.isalnum())
+        if len(core) == 1:
+            own[core] = own.get(core, frozenset()) | {ch}
+    # units: (text fragment, bytes fragment, text first-spellings, bytes first-spellings)
+    units: list[tuple[str, bytes, str, bytes]] = []
     for span in groups:
-        f = span if len(span) > 1 and span in multi else None
-        t_alts, b_alts = [], []
-        for c in span:
-            lits, escs = _char_alternatives(c)
-            t_alts.append(_alternation_text(lits, escs))
-            b_alts.append(_alternation_bytes(lits, escs))
-        t_frag, b_frag = sep_t.join(t_alts), sep_b.join(b_alts)
-        if f is not None:
-            chars = sorted(multi[f])
-            escs = sorted({_escape_regex(_json_escapes(ch)[0]) for ch in chars})
-            t_frag = f"(?:{t_frag}|{_alternation_text(chars, escs)})"
-            b_frag = b"(?:" + b_frag + b"|" + _alternation_bytes(chars, escs) + b")"
-        text_parts.append(t_frag)
-        byte_parts.append(b_frag)
-    # The secret as given always matches, whatever it is made of.
-    text_pat = re.escape(secret) + "|" + sep_t.join(text_parts)
-    byte_pat = re.escape(secret.encode("utf-8")) + b"|" + sep_b.join(byte_parts)
+        chars = [_char_spellings(c, own.get(c, frozenset())) for c in span]
+        t_frag, b_frag = chars[0]
+        for ct, cb in chars[1:]:
+            t_frag += _run(sep_t, ct) + ct
+            b_frag += _run(sep_b, cb) + cb
+        first_t, first_b = chars[0]
+        if len(span) > 1 and span in multi:
+            mt, mb = _spellings(set(multi[span]))
+            t_frag, b_frag = f"(?:{mt}|{t_frag})", b"(?:" + mb + b"|" + b_frag + b")"
+            first_t, first_b = f"(?:{mt}|{first_t})", b"(?:" + mb + b"|" + first_b + b")"
+        units.append((t_frag, b_frag, first_t, first_b))
+    text_pat, byte_pat = units[0][0], units[0][1]
+    for t_frag, b_frag, first_t, first_b in units[1:]:
+        text_pat += _run(sep_t, first_t) + t_frag
+        byte_pat += _run(sep_b, first_b) + b_frag
     return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
 
 

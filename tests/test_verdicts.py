@@ -17,7 +17,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from graphs.forget import DISK_SURFACES, forget
@@ -145,6 +145,8 @@ _SEPS = st.sampled_from(["-", "\u2013", "\u2014", "\u2212", " ", "\u00a0", "\u20
 def secrets_and_copies(draw):
     runs = draw(st.lists(st.text(_ALNUM, min_size=2, max_size=6), min_size=2, max_size=4))
     secret = "-".join(runs)
+    # a secret worth auditing has some entropy: "00-00" matches by chance in binary files
+    assume(len(set(skeleton(secret))) >= 4 and len(skeleton(secret)) >= 6)
     seps = [draw(_SEPS) for _ in runs[1:]]
     copy = runs[0] + "".join(s + r for s, r in zip(seps, runs[1:], strict=True))
     form = draw(st.sampled_from(["NFC", "NFD", "NFKC", "NFKD"]))
@@ -594,3 +596,83 @@ def test_sqlite_checkpointer_on_disk(tmp_path, embedder):
     assert scan(tmp_path / "store", secret, also=[db]).counts()["side_sqlite"] == 0
     saver.conn.close()
     store.close()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(case=secrets_and_copies(), mode=st.sampled_from(["full_purge", "tombstone_redaction"]))
+def test_property_two_handles_then_forget_leaves_nothing(tmp_path_factory, embedder, case, mode):
+    """Generated secrets and spellings, planted as raw text and as a summary: a second
+    handle deletes the raw chunk, the first never returns it again; the forget then
+    leaves no copy on any surface."""
+    secret, text = case
+    path = tmp_path_factory.mktemp("two") / "db"
+    a = TieredMemoryStore(path, embedder=embedder)
+    r = raw("u1", "s1", 0, text)
+    a.add([r, raw("u1", "s1", 1, "I walk my dog every morning")])
+    a.add([summary("u1", "s1", f"The user said: {text}", [r.id])])
+    before = scan(a, secret, check_embeddings=False)
+    assert before.counts()["text_raw"] >= 1 and before.counts()["text_summary"] >= 1
+    assert r.id in {c.id for c in a.search(text, 3, namespace="u1")}
+    b = TieredMemoryStore(path, embedder=embedder)
+    b.delete([r.id])
+    b.close()
+    assert r.id not in {c.id for c in a.search(text, 3, namespace="u1")}
+    forget(a, secret, mode, namespace="u1")
+    a.close()
+    after = scan(path, secret)
+    assert after.clean, {k: v for k, v in after.counts().items() if v}
+
+
+# --------------------------------------------------------------------------- second adversarial round
+
+
+@pytest.mark.parametrize(("secret", "text"), [
+    (SECRET, '{"k": "XQ7-VIOLET-382\\u0039"}'),       # an ASCII character JSON-escaped
+    (SECRET, "xq7-v\u0131olet-3829"),                    # dotless i (Turkish lower-casing)
+    ("5551234567", "phone \u0665\u0665\u0665\u0661\u0662\u0663\u0664\u0665\u0666\u0667"),  # Arabic-Indic
+    (SECRET, "XQ7-VIOLET-\u0969\u096e\u0968\u096f"),      # Devanagari digits
+    (SECRET, "XQ7-VIOLET-382&#57;"),                    # an HTML numeric entity for a character
+    (SECRET, "&#x58;Q7-VIOLET-3829"),
+    (SECRET, "%58Q7-VIOLET-3829"),                      # percent-encoding of a character
+    (SECRET, "XQ7<!-- c -->-VIOLET-3829"),              # an HTML comment
+    (SECRET, "XQ7&nbsp-VIOLET-3829"),                   # an entity without its semicolon
+    (SECRET, "\x1b[1mXQ7\x1b[0m-VIOLET-3829"),          # ANSI colour codes
+    (SECRET, "XQ7<span style='" + "a" * 70 + "'>-VIOLET-3829"),  # a long tag
+    (SECRET, "xq7-\u1d20\u026a\u1d0f\u029f\u1d07\u1d1b-3829"),   # small capitals
+    (SECRET, "\u24b3\u24ac\u247avioLET3829"),              # parenthesized letters and digit
+])
+def test_more_spellings_a_reader_recognises(secret, text):
+    m = matcher(secret)
+    assert m.search(text) and m.bytes.search(text.encode())
+    assert not m.search(redact_text(text, secret))
+
+
+def test_unrelated_text_is_not_a_copy():
+    m = matcher(SECRET)
+    for text in ["hello world about table 2012", "XQ7 is a code; VIOLET is a colour", "3829 XQ7 VIOLET"]:
+        assert not m.search(text) and not m.bytes.search(text.encode())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("filler", ["\\", "<q>", "&#7;", "-", "\\u2013", "%2D", "\u200b"])
+def test_long_separator_runs_are_no_trap(filler):
+    """A run of 30,000 characters between two near-miss characters: the answer is
+    'no copy' (quadratic backtracking would take minutes here; see
+    benchmarks/bench_matcher.py for the timing)."""
+    m = matcher(SECRET)
+    text = "XQ7" + filler * (30_000 // len(filler)) + "Z"
+    assert not m.search(text) and not m.bytes.search(text.encode())
+
+
+def test_cache_purge_and_verify_read_the_model_string_too(tmp_path, embedder):
+    from langchain_core.outputs import Generation
+
+    store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
+    store.add([raw("u1", "s1", 0, f"code {SECRET}")])
+    cache = LLMCache(tmp_path / "c.db")
+    cache.update("hello", json.dumps({"model": "m", "stop": [SECRET]}), [Generation(text="hi")])
+    result = forget(store, SECRET, "full_purge", namespace=None, cache=cache)
+    assert result.cache_entries_purged == 1 and "cache" in result.verified
+    store.close()
+    assert scan(tmp_path / "db", SECRET, cache_paths=[cache.path]).clean
