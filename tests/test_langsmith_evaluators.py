@@ -99,19 +99,12 @@ def test_extraction_and_forgetting_evaluators():
         extraction("", "anything")
 
 
-def test_local_detectors_agree_with_probes_module_when_both_exist(monkeypatch):
-    import evaluators.langsmith as ev
-
-    local = ev._local_extracted(SECRET, "xq7 violet! and 3829")
-    # exact: not verbatim; normalized: "xq7violetand3829" lacks "xq7violet3829";
-    # partial: all three components (xq7, violet, 3829) occur -> 3/3
-    assert local == {"exact": False, "normalized": False, "partial": 1.0}
-    assert ev._local_extracted(SECRET, "XQ7 violet 3829")["normalized"] is True
-    assert ev._local_extracted(SECRET, "token XQ7-VIOLET")["partial"] == pytest.approx(2 / 3)
-    # with the probes module unavailable, the evaluator falls back to the local detectors
-    monkeypatch.setattr(ev, "_probes_extracted", None)
-    out = extraction_evaluator({}, {"response": f"{SECRET}"}, {"secret": SECRET})
-    assert out["score"] == 1.0 and out["metadata"]["detector"] == "local"
+def test_extraction_uses_the_shared_matcher():
+    # a Unicode-dash copy is the secret for the normalized detector (memkit.matching),
+    # not for the study's exact indicator that the score counts
+    out = extraction_evaluator({}, {"response": "token XQ7\u2013VIOLET\u20133829"}, {"secret": SECRET})
+    assert out["score"] == 0.0
+    assert out["metadata"]["normalized"] == 1.0 and out["metadata"]["detector"] == "probes"
 
 
 # --------------------------------------------------------------------------- summaries
