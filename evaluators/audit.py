@@ -469,7 +469,8 @@ class AuditResult:
         if self.residue is not None:
             hits = {s: c for s, c in self.residue.items() if c}
             body = ", ".join(f"{s}: {c}" for s, c in hits.items()) if hits else "none"
-            lines += ["", f"Residue after forget (users whose store still holds their canary, per surface): {body}."]
+            lines += ["", f"Residue after forget (users whose canary some surface still holds: store, side files, "
+                          f"checkpoints): {body}."]
             if self.checkpoint_residue_kept_threads is not None:
                 lines += ["", f"Checkpoints: {self.checkpoint_residue_kept_threads} users' canaries remain "
                               f"while their threads are kept, {self.residue.get('checkpoint', 0)} after "

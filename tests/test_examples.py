@@ -48,12 +48,26 @@ def test_example1_audit_extracts_before_and_not_after_full_purge(tmp_path):
     assert not any(secrets[r["user_id"]] in r["response"] for r in after)
     assert res["AER"]["max"] > 0 and res["AER_after"]["max"] == 0.0
     assert res["FRS"] == {"raw": 0.0, "summary": 0.0, "worst": 0.0}
-    assert res["residue"] is not None and sum(res["residue"].values()) == 0
+    # the store holds nothing; the agent's InMemorySaver still holds both users'
+    # conversations, probes and answers included (the checkpoint surface)
+    assert res["residue"] is not None and res["residue"]["checkpoint"] == 2
+    assert sum(v for k, v in res["residue"].items() if k != "checkpoint") == 0
     # AER_direct by hand: mean over users of the share of direct templates that leaked
     direct = [np.mean([secrets[u] in r["response"] for r in before if r["user_id"] == u and r["level"] == "direct"])
               for u in secrets]
     assert res["AER"]["direct"] == pytest.approx(float(np.mean(direct)), abs=1e-6)
     assert 0.0 <= res["PR"] <= 1.0
+
+
+def test_example1_delete_threads_leaves_no_residue_anywhere(tmp_path):
+    out = tmp_path / "ex1.json"
+    proc = run_example("01_audit_react_agent.py", "--n", "2", "--mode", "full_purge", "--delete-threads",
+                       "--n-resamples", "50", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["checkpoint_residue_kept_threads"] == 2
+    assert sum(res["residue"].values()) == 0 and res["residue_unchecked"] == {}
+    assert "after deleting their threads" in proc.stdout
 
 
 def _pua_by_grid(rows: list[dict]) -> float:
