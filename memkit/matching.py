@@ -1,33 +1,45 @@
 r"""What counts as a copy of a secret: the one matcher forget, redaction, the residue
 scanner, the LLM cache and the probe detectors share (DESIGN.md, Verdicts and surfaces).
 
-A copy of a secret is its *skeleton* — the letters and digits of its NFKC,
-case-folded form, in order — with any number of *separators* between them. Each
-skeleton character matches every spelling a store or a model can write for it:
+A copy of a secret is its *skeleton* (the letters and digits of its NFKC, case-folded
+form, in order) with any number of *separators* between them; the secret exactly as
+given always counts too. Each skeleton character matches every spelling a store, a
+model or a reader's tools can produce for it:
 
 * any Unicode normal form and case: ``X``, ``x``, fullwidth ``Ｘ``, mathematical ``𝐗``
-  (every code point whose NFKC case fold is that character), and a base letter
-  followed by combining marks (``e`` + U+0301 for ``é``);
-* JSON string escapes of any of those (``\\u00e9``, ``\\uFF38``, a surrogate pair
-  ``\\ud835\\udc17``), with one or more backslashes (JSON inside JSON), as SQLite text,
-  chroma's ``embeddings_queue`` JSON, LangGraph store values and LangChain-serialised
-  prompts hold them.
+  (every code point whose NFKC case fold is that character), a base letter followed
+  by combining marks (``e`` + U+0301 for ``é``), dotless ``ı``, small capitals,
+  regional-indicator, squared, circled and parenthesized letters, and the decimal
+  digits of other scripts (``٥``, ``५``);
+* characters that fold to several (``ß`` for ``ss``, ligatures, Roman numerals),
+  in both directions (a second pass over the text with those characters folded);
+* the character written as an escape: JSON ``\uXXXX`` (a surrogate pair above the
+  BMP; any number of backslashes, i.e. JSON inside JSON), an HTML numeric entity
+  (``&#57;``), percent-encoded UTF-8 (``%39``).
 
 Separators: every character of Unicode categories Z (spaces), P (punctuation: ``-``
-``_`` ``.`` ``/``, the dashes U+2010–U+2015, fullwidth forms ...), S (symbols: U+2212
-minus, ``*`` of markdown emphasis ...), Cf (format: soft hyphen, zero-width U+200B–U+200D,
-U+2060, U+FEFF ...) and Cc (control: ``\n``, ``\t`` ...), and any whitespace; not ``"``
-(it ends a JSON string) nor ``\`` (it starts an escape). In text, any JSON string
-escape (``\n``, ``\t``, ``\u2013`` ..., one or more backslashes) may also separate; in
-bytes, any non-ASCII UTF-8 character may (a superset of the text separators, so a
-byte scan finds whatever a text scan of the decoded bytes finds).
+``_`` ``.`` ``/``, quotes, backslashes, the dashes U+2010–U+2015, fullwidth forms),
+S (symbols: U+2212 minus, markdown's ``*``), Cf (format: soft hyphen, zero-width
+U+200B–U+200D, U+2060, U+FEFF), Cc (control: newline, tab), Mn/Me (combining and
+variation marks) and any whitespace, plus Hangul fillers; and the encodings a reader's
+tools render away: JSON escapes, HTML tags, comments and entities, percent-encoding,
+ANSI colour codes. In bytes, any non-ASCII UTF-8 character may also separate (a
+superset of the text separators), but NUL and other non-whitespace control bytes do
+not (binary files would otherwise match short digit runs everywhere).
+
+A run of separators is atomic and stops where the next character's spelling starts,
+so an encoded character of the secret is never taken for a separator and matching
+takes linear time whatever the text (``benchmarks/bench_matcher.py``).
 
 A match is ``exact`` when it is the secret verbatim, else ``normalized``. Text
 patterns work on ``str``; byte patterns on UTF-8 bytes (files on disk, blobs).
-Patterns are compiled once per secret (cached).
+Patterns are compiled once per secret (cached); the Unicode tables they are built
+from once per process (about a second).
 
 Matching is deliberately generous: a reader who sees ``x q 7 violet 3829`` has the
-secret, so a verdict of "clean" must not count that as absent.
+secret, so a verdict of "clean" must not count that as absent. Left out: homoglyphs
+of other scripts (Cyrillic ``Х``), text reversed by bidi overrides, and a secret
+split across two stored values.
 """
 
 from __future__ import annotations
