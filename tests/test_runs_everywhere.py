@@ -232,3 +232,20 @@ def test_openai_error_names_what_a_command_line_user_has(tmp_path):
     for name in ("OPENAI_API_KEY", "--api-key-env", "OPENAI_BASE_URL", "--base-url"):
         assert name in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_keep_stores_gives_a_store_memkit_residue_can_scan(tmp_path):
+    """`memkit sweep --keep-stores` keeps each mode's forgotten store; `memkit residue`
+    finds the canary in the `none` store and nothing in the `full_purge` one."""
+    out = tmp_path / "run"
+    proc = _memkit("sweep", "--n", "1", "--summary-levels", "0", "--k", "1", "--deletion-modes",
+                   "none,full_purge", "--n-resamples", "20", "--out", str(out), "--quiet", "--keep-stores")
+    assert proc.returncode == 0, proc.stderr
+    assert "forgotten stores" in proc.stdout
+    canary = next(r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+                  if r["type"] == "canary")
+    base = out / "stores" / canary["question_id"] / "S0"
+    for mode, rc in (("none", 1), ("full_purge", 0)):
+        res = _memkit("residue", str(base / mode / "chroma"), canary["value"], "--cache",
+                      str(base / mode / "llm_cache.sqlite"), "--json")
+        assert res.returncode == rc, (mode, res.stdout[-2000:])
