@@ -61,6 +61,7 @@ __all__ = [
     "redact_json",
     "redact_text",
     "secret_bytes_regex",
+    "scalar_text",
     "secret_regex",
     "skeleton",
 ]
@@ -432,6 +433,17 @@ def secret_regex(secret: str) -> re.Pattern[str]:
 def secret_bytes_regex(secret: str) -> re.Pattern[bytes]:
     """The UTF-8 bytes pattern of :func:`matcher`."""
     return matcher(secret).bytes
+
+
+def scalar_text(value: Any) -> str | None:
+    """The text a stored scalar shows a reader: a string itself, a number as written
+    (a card or phone number stored as an int is still that number; floats by
+    ``repr``); ``None`` for booleans, ``None`` and anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _strings(value: Any) -> Iterator[str]:

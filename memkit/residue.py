@@ -80,7 +80,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import typer
 
-from memkit.matching import SecretMatcher, matcher, secret_bytes_regex
+from memkit.matching import SecretMatcher, matcher, scalar_text, secret_bytes_regex
 from memkit.store import TIERS
 
 if TYPE_CHECKING:
@@ -295,11 +295,9 @@ def _scan_value(
     report: ResidueReport, surface: str, location: str, value: Any,
     m: SecretMatcher,
 ) -> None:
-    if isinstance(value, str):
-        _scan_text(report, surface, location, value, m)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        # a card or phone number stored as a number is still that number
-        _scan_text(report, surface, location, repr(value) if isinstance(value, float) else str(value), m)
+    text = scalar_text(value)
+    if text is not None:
+        _scan_text(report, surface, location, text, m)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         _scan_buffer(report, surface, location, bytes(value), m)
     elif isinstance(value, (list, tuple)):

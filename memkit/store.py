@@ -93,7 +93,7 @@ from typing import Any
 import numpy as np
 
 import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
-from memkit.matching import matcher, redact_json, secret_regex
+from memkit.matching import matcher, redact_json, scalar_text, secret_regex
 
 __all__ = [
     "TIERS",
@@ -1003,11 +1003,7 @@ class TieredMemoryStore:
         date, ``source_ids``, metadata keys and values (numbers as written)."""
         fields = [c.text, c.id, c.namespace, c.session_id, c.date, *c.source_ids]
         for k, v in c.extra.items():
-            fields.append(k)
-            if isinstance(v, str):
-                fields.append(v)
-            elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                fields.append(repr(v) if isinstance(v, float) else str(v))
+            fields += [k, scalar_text(v) or ""]
         return any(m.search(f) for f in fields)
 
     def copies_in_other_collections(self, secret: str) -> dict[str, int]:
@@ -1030,9 +1026,7 @@ class TieredMemoryStore:
                     if doc and m.search(doc):
                         counts["text_other"] += 1
                     elif m.search(rid) or any(
-                        m.search(str(k)) or (not isinstance(v, bool) and isinstance(v, (str, int, float))
-                                             and m.search(str(v)))
-                        for k, v in (meta or {}).items()
+                        m.search(str(k)) or m.search(scalar_text(v) or "") for k, v in (meta or {}).items()
                     ):
                         counts["metadata"] += 1
         return counts
@@ -1111,10 +1105,8 @@ class TieredMemoryStore:
         def scrub_value(v: Any) -> Any:
             if isinstance(v, str):
                 return scrub(v)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                text = repr(v) if isinstance(v, float) else str(v)
-                return replacement if m.search(text) else v
-            return v
+            text = scalar_text(v)
+            return replacement if text is not None and m.search(text) else v
 
         changed: list[Chunk] = []
         for c in self.chunks(namespace=namespace, tiers=tiers):
