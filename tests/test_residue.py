@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import string
@@ -388,8 +389,19 @@ def test_cli_on_a_directory_chromadb_wrote(tmp_path, embedder, cli):
     assert res.exit_code == 0, res.stdout
     assert json.loads(res.stdout)["total"] == 0
 
+    # Written by a fresh process: chromadb copies heap bytes into HNSW file slack, and
+    # this process holds the secret (a raw chromadb write here can carry a real copy).
     clean = tmp_path / "clean"
-    write_foreign_dir(clean, ["nothing to see", "still nothing"], [{"a": 1}, {"a": 2}], embedder)
+    code = (
+        "import chromadb, numpy as np; from chromadb.config import Settings;"
+        f"c = chromadb.PersistentClient(path={str(clean)!r}, settings=Settings(anonymized_telemetry=False));"
+        "col = c.create_collection('notes', embedding_function=None);"
+        "col.add(ids=['n0', 'n1'], documents=['nothing to see', 'still nothing'],"
+        " metadatas=[{'a': 1}, {'a': 2}], embeddings=np.asarray(" + repr(embedder.encode(
+            ["nothing to see", "still nothing"]).tolist()) + ", dtype=np.float32)); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                   env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
     res = runner.invoke(cli, ["residue", str(clean), SECRET])
     assert res.exit_code == 0, res.output
     assert "clean" in res.stdout
