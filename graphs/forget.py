@@ -46,9 +46,11 @@ checkpoint database becomes one more place the secret lives.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -454,12 +456,20 @@ def build_forget_graph(
     return graph.compile(name="memkit-forget")
 
 
-def forget_graph() -> Any:
-    """``langgraph.json`` factory: :func:`build_forget_graph` over the default store and
-    LLM cache of :mod:`graphs.memory`, summarizer of ``$MEMKIT_MODEL`` (default extractive)."""
+@lru_cache(maxsize=1)
+def default_forget_graph() -> Any:
+    """:func:`build_forget_graph` over the default store and LLM cache of
+    :mod:`graphs.memory`, summarizer of ``$MEMKIT_MODEL`` (default extractive); built once
+    per process."""
     from graphs.memory import _default_model, default_cache, default_store
 
     cache = default_cache()
     return build_forget_graph(
         default_store(), summarizer=make_summarizer(_default_model(), cache=cache), caches=[cache]
     )
+
+
+async def forget_graph() -> Any:
+    """``langgraph.json`` factory for :func:`default_forget_graph` (asynchronous, built in
+    a worker thread; see :func:`graphs.memory.write_graph`)."""
+    return await asyncio.to_thread(default_forget_graph)

@@ -24,7 +24,9 @@ Model calls: a write makes 0 LLM calls at S=0 and 1 per session at S>=1 (none wi
 the ``extractive`` spec); a read makes 1 responder call (0 with ``extractive``) and
 one batched embedding of the query.
 
-``langgraph.json`` lists :func:`write_graph` and :func:`read_graph`: factories over a
+``langgraph.json`` lists :func:`write_graph` and :func:`read_graph`: asynchronous factories
+(LangGraph servers call them on their event loop) of :func:`default_write_graph` and
+:func:`default_read_graph`, over a
 default persistent store in ``$MEMKIT_STORE_DIR`` (default ``<memkit cache dir>/store``)
 with the model ``$MEMKIT_MODEL`` (default ``extractive``). Importing this module
 creates no file and loads no model.
@@ -32,6 +34,7 @@ creates no file and loads no model.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from functools import lru_cache
@@ -387,13 +390,31 @@ def _default_model() -> str:
     return os.environ.get("MEMKIT_MODEL", "extractive")
 
 
-def write_graph() -> Any:
-    """``langgraph.json`` factory: :func:`build_write_graph` over :func:`default_store`,
-    summarizer of ``$MEMKIT_MODEL`` (default ``extractive``) with :func:`default_cache`."""
+@lru_cache(maxsize=1)
+def default_write_graph() -> Any:
+    """:func:`build_write_graph` over :func:`default_store`, summarizer of ``$MEMKIT_MODEL``
+    (default ``extractive``) with :func:`default_cache`; built once per process."""
     return build_write_graph(default_store(), summarizer=make_summarizer(_default_model(), cache=default_cache()))
 
 
-def read_graph() -> Any:
-    """``langgraph.json`` factory: :func:`build_read_graph` over :func:`default_store`,
-    responder of ``$MEMKIT_MODEL`` (default ``extractive``) with :func:`default_cache`."""
+@lru_cache(maxsize=1)
+def default_read_graph() -> Any:
+    """:func:`build_read_graph` over :func:`default_store`, responder of ``$MEMKIT_MODEL``
+    (default ``extractive``) with :func:`default_cache`; built once per process."""
     return build_read_graph(default_store(), responder=make_responder(_default_model(), cache=default_cache()))
+
+
+async def write_graph() -> Any:
+    """``langgraph.json`` factory for :func:`default_write_graph`.
+
+    Asynchronous because LangGraph servers (``langgraph dev``, LangGraph Platform) call
+    graph factories on their event loop, where opening the store (``mkdir``, SQLite,
+    chroma) would block it; ``langgraph dev`` refuses such calls. The graph is built in
+    a worker thread. Synchronous code calls :func:`default_write_graph` instead."""
+    return await asyncio.to_thread(default_write_graph)
+
+
+async def read_graph() -> Any:
+    """``langgraph.json`` factory for :func:`default_read_graph` (asynchronous, built in
+    a worker thread; see :func:`write_graph`)."""
+    return await asyncio.to_thread(default_read_graph)

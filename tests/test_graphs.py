@@ -248,8 +248,9 @@ def test_extractive_summarizer_levels(session) -> None:
 
 
 def test_langgraph_json_factories(tmp_path) -> None:
-    """langgraph.json points at module-level factories; importing the modules creates no
-    file and loads no model; each factory returns a compiled graph over a persistent store."""
+    """langgraph.json points at module-level async factories (LangGraph servers await them
+    on their event loop); importing the modules creates no file and loads no model; each
+    factory returns a compiled graph over a persistent store."""
     config = json.loads((REPO / "langgraph.json").read_text())
     assert set(config["graphs"]) == {"memory_write", "memory_read", "forget"}
     specs = {name: spec.removeprefix("./").split(":") for name, spec in config["graphs"].items()}
@@ -262,7 +263,12 @@ mods = {{n: importlib.import_module(p[:-3].replace("/", ".")) for n, (p, _) in s
 import memkit.models
 assert memkit.models.embeddings.cache_info().currsize == 0, "a model was loaded at import"
 assert sorted(p.name for p in root.iterdir()) == [], "import created files"
-graphs = {{n: getattr(mods[n], a)() for n, (_, a) in specs.items()}}
+import asyncio, inspect
+factories = {{n: getattr(mods[n], a) for n, (_, a) in specs.items()}}
+assert all(inspect.iscoroutinefunction(f) for f in factories.values()), "factories must be async"
+async def build():
+    return {{n: await f() for n, f in factories.items()}}
+graphs = asyncio.run(build())
 for n, g in graphs.items():
     print(n, type(g).__name__, sorted(g.get_graph().nodes))
 print(sorted(p.name for p in root.iterdir()))
