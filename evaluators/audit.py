@@ -57,6 +57,7 @@ import inspect
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -605,7 +606,7 @@ def audit(
     n: int = 4,
     seed: int = 0,
     kind: str = "token",
-    store: MemkitStore | TieredMemoryStore | None = None,
+    store: MemkitStore | TieredMemoryStore | str | Path | None = None,
     residue: bool = True,
     also: Sequence[str] = (),
     checkpointer: Any = None,
@@ -634,7 +635,9 @@ def audit(
             :class:`~memkit.langgraph_store.MemkitStore` gives FRS per tier (its
             retrieval restricted per tier) and the residue scan; a
             :class:`~memkit.store.TieredMemoryStore` the residue scan only (the agent
-            picks its own tiers, so FRS is the overall AER_max after forget).
+            picks its own tiers, so FRS is the overall AER_max after forget); the path
+            of any Chroma persist directory (another memory layer's, e.g. mem0's) the
+            residue scan only, byte by byte and through a Chroma client on a copy.
         residue: scan the store for each canary after forgetting (needs ``store``).
         also: side files or directories the memory layer keeps beside its store
             (history databases, JSON, pickles), scanned with the store (needs ``store``)
@@ -711,6 +714,8 @@ def audit(
         from memkit.residue import SURFACES, scan
 
         tiered = store.tiered if isinstance(store, MemkitStore) else store
+        if isinstance(tiered, str | Path):
+            tiered = Path(tiered).expanduser()
         counts = dict.fromkeys(SURFACES, 0)
         if tiered is None:
             for surface in SURFACES:

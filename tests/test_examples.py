@@ -170,3 +170,40 @@ def test_the_snippets_of_docs_audit_md_run(embedder):
     assert len(printed) == 2
     assert "| AER max | 1.00 [1.00, 1.00] | 0.00 |" in printed[0]  # leaked, then purged
     assert "| AER max | 1.00 [1.00, 1.00] | - |" in printed[1]  # echoes memories, no forget
+
+
+def test_example5_audit_of_mem0_finds_its_history_and_chroma_copies(tmp_path):
+    """mem0's delete_all removes the memories from search (AER after = 0) but its history
+    database keeps every deleted text, and Chroma's files keep bytes of them: memkit's
+    residue counts are checked against SQL over the history database and a plain byte
+    search of the Chroma directory (files mem0 and chromadb wrote, not memkit)."""
+    import sqlite3
+
+    out, work = tmp_path / "ex5.json", tmp_path / "mem0"
+    proc = run_example("05_audit_mem0.py", "--n", "2", "--n-resamples", "50", "--workdir", str(work),
+                       "--json", str(out), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    secrets = {c["user_id"]: c["value"] for c in res["canaries"]}
+    assert len(secrets) == 2 and res["forget_mode"] == "mem0 delete_all"
+    probes = [r for r in res["records"] if r["query_kind"] == "probe"]
+    before = [r for r in probes if r["phase"] == "main"]
+    after = [r for r in probes if r["phase"] == "forget"]
+    # mem0 hands every user's canary back before the forget, and none after delete_all
+    for user, secret in secrets.items():
+        assert any(secret in r["response"] for r in before if r["user_id"] == user)
+    assert after and not any(secrets[r["user_id"]] in r["response"] for r in after)
+    assert res["AER"]["max"] > 0 and res["AER_after"]["max"] == 0.0
+    # history.db: live rows still hold each canary (SQL, independent of memkit)
+    with sqlite3.connect(work / "history.db") as db:
+        rows = db.execute("SELECT coalesce(old_memory,'') || ' ' || coalesce(new_memory,'') FROM history").fetchall()
+    in_history = sum(any(s in r[0] for r in rows) for s in secrets.values())
+    assert in_history == 2
+    assert res["residue"]["side_sqlite"] == in_history
+    # Chroma's directory: a user counts on some disk surface iff its bytes hold the canary
+    blobs = [p.read_bytes() for p in (work / "chroma").rglob("*") if p.is_file()]
+    on_disk = sum(any(s.encode() in b for b in blobs) for s in secrets.values())
+    disk = max(v for k, v in res["residue"].items() if k.startswith("disk_"))
+    assert disk == on_disk
+    assert res["residue_unchecked"] == {}
+    assert "users with copies left" in proc.stdout
