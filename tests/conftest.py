@@ -84,6 +84,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def free_port():
+    """A function returning a free TCP port on 127.0.0.1 (for the real servers tests start)."""
+    return _free_port
+
+
+@pytest.fixture(scope="session")
 def llama_server():
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 serving gemma3-270m.
 

@@ -16,15 +16,8 @@ turns), small ``max_tokens`` and ``n_ctx`` keep each test well under a minute.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -105,51 +98,7 @@ def test_llamacpp_gemma_pipeline(tmp_path, short_session) -> None:
 # --------------------------------------------------------------------------- OpenAI-compatible server
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture()
-def llama_server(tmp_path) -> Iterator[str]:
-    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1; yields its base URL."""
-    pytest.importorskip("llama_cpp.server")
-    from memkit.models import resolve_gguf
-
-    port = _free_port()
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf("gemma3-270m")),
-         "--host", "127.0.0.1", "--port", str(port), "--model_alias", "gemma",
-         "--n_ctx", "2048", "--n_batch", "512", "--verbose", "False"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: "
-                            f"{(tmp_path / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(base + "/models", timeout=2) as r:
-                    if any(m["id"] == "gemma" for m in json.load(r)["data"]):
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not answer /v1/models within 90 s")
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+# The llama_server fixture (a real llama_cpp.server on 127.0.0.1) is conftest.py's.
 
 
 @pytest.mark.llm

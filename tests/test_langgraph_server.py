@@ -35,14 +35,6 @@ CANARY_1 = "XQ7-VIOLET-3829"
 CANARY_2 = "KP4-AMBER-1177"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _bytes_hits(root: Path, needle: str) -> dict[str, int]:
     """Second implementation: count raw UTF-8 occurrences of ``needle`` per file under root."""
     b = needle.encode()
@@ -56,7 +48,7 @@ def _bytes_hits(root: Path, needle: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def dev_server(tmp_path_factory):
+def dev_server(tmp_path_factory, free_port):
     """A real ``langgraph dev`` over memkit's graphs; yields (base_url, workdir, store_dir)."""
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():
@@ -67,7 +59,7 @@ def dev_server(tmp_path_factory):
     config["graphs"] = {n: str(REPO / s.removeprefix("./")) for n, s in config["graphs"].items()}
     (work / "langgraph.json").write_text(json.dumps(config))
     store_dir = work / "store"
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "MEMKIT_STORE_DIR": str(store_dir),

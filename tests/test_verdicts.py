@@ -311,17 +311,11 @@ def test_one_store_object_per_directory(tmp_path, embedder):
 # --------------------------------------------------------------------------- a real chroma server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def chroma_server(tmp_path):
+def chroma_server(tmp_path, free_port):
     """A real `chroma run` server process on 127.0.0.1 (chromadb's own CLI)."""
     exe = Path(sys.executable).with_name("chroma")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([str(exe), "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1",
                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
