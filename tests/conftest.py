@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -89,17 +90,74 @@ def free_port():
     return _free_port
 
 
+@contextlib.contextmanager
+def _serve(cmd: list[str], ready: str | int, *, what: str, timeout: float = 120,
+           log: Path | None = None, **popen: object):
+    """Run a real server process until the block ends.
+
+    Args:
+        cmd: the command line; ``popen`` goes to ``subprocess.Popen`` (env, cwd).
+        ready: a URL that must answer an HTTP GET, or a port on 127.0.0.1 that must
+            accept a TCP connection, before the block starts.
+        what: the server's name in failure messages.
+        timeout: seconds to wait for ``ready``.
+        log: file for the server's stdout and stderr (its tail goes into failures).
+
+    Yields the ``Popen``; fails the test when the process exits or is not ready in time.
+    """
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    out = log.open("wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, **popen)
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-3000:] if log else ""
+
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{what} exited with {proc.returncode}: {tail()}")
+            try:
+                if isinstance(ready, int):
+                    socket.create_connection(("127.0.0.1", ready), timeout=1).close()
+                else:
+                    urllib.request.urlopen(ready, timeout=2).close()
+                break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} was not ready within {timeout:.0f} s: {tail()}")
+            time.sleep(0.5)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if log:
+            out.close()
+
+
 @pytest.fixture(scope="session")
-def llama_server():
+def serve():
+    """:func:`_serve`: a context manager that runs a real server process for a block."""
+    return _serve
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 serving gemma3-270m.
 
     Yields the ``base_url`` (``http://127.0.0.1:PORT/v1``); the model alias is ``gemma``.
     The server is a real subprocess, started once per session and stopped at the end.
     """
-    import subprocess
     import sys
-    import time
-    import urllib.request
 
     from memkit.models import resolve_gguf
 
@@ -111,24 +169,7 @@ def llama_server():
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", "2048", "--seed", "0", "--verbose", "False",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            pytest.fail(f"llama_cpp.server exited early: {err[-2000:]}")
-        try:
-            urllib.request.urlopen(base + "/models", timeout=2).close()
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("llama_cpp.server did not start within 120 s")
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    with _serve(cmd, base + "/models", what="llama_cpp.server", log=log):
+        yield base

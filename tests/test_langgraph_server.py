@@ -21,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -48,7 +47,7 @@ def _bytes_hits(root: Path, needle: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def dev_server(tmp_path_factory, free_port):
+def dev_server(tmp_path_factory, free_port, serve):
     """A real ``langgraph dev`` over memkit's graphs; yields (base_url, workdir, store_dir)."""
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():
@@ -72,32 +71,12 @@ def dev_server(tmp_path_factory, free_port):
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    log = (work / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-         "--port", str(port)],
-        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    cmd = [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+           "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"langgraph dev exited early:\n{(work / 'server.log').read_text()[-4000:]}")
-        try:
-            urllib.request.urlopen(base + "/ok", timeout=2).close()
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("langgraph dev did not start within 180 s")
-    yield base, work, store_dir
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with serve(cmd, base + "/ok", what="langgraph dev", timeout=180, log=work / "server.log",
+               cwd=work, env=env):
+        yield base, work, store_dir
 
 
 def _wait(client, graph: str, payload: dict) -> tuple[str, dict]:

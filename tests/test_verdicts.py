@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import unicodedata
 from pathlib import Path
 
@@ -312,31 +310,14 @@ def test_one_store_object_per_directory(tmp_path, embedder):
 
 
 @pytest.fixture
-def chroma_server(tmp_path, free_port):
+def chroma_server(tmp_path, free_port, serve):
     """A real `chroma run` server process on 127.0.0.1 (chromadb's own CLI)."""
     exe = Path(sys.executable).with_name("chroma")
     port = free_port()
-    proc = subprocess.Popen([str(exe), "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"chroma run exited: {proc.stderr.read().decode(errors='replace')[-1000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("chroma run did not start within 60 s")
-    yield port, tmp_path / "server"
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serve([str(exe), "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1",
+                "--port", str(port)], port, what="chroma run", timeout=60, log=tmp_path / "chroma.log",
+               env={**os.environ, "ANONYMIZED_TELEMETRY": "False"}):
+        yield port, tmp_path / "server"
 
 
 @pytest.mark.slow
