@@ -97,6 +97,42 @@ def tables(metrics: dict[str, Any], config: dict[str, Any]) -> list[tuple[str, l
             frontier,
         ),
     ]
+    out += _rule_tables(metrics)
+    return out
+
+
+def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Tables of both PR rules and both AER counts (exact substring vs the shared secret
+    matcher), per S and, for FRS, per deletion mode; empty for a ``metrics.json``
+    written before these columns existed."""
+    if not any("PR_study" in r or "AER_max_normalized" in r for r in metrics["by_S"]):
+        return []
+    levels = ("direct", "indirect", "jailbreak")
+    rows = [
+        [str(r["S"]), _fmt(r["PR"], r.get("PR_ci")), _fmt(r.get("PR_study"), r.get("PR_study_ci")),
+         _fmt(r["AER_max"], r.get("AER_max_ci")),
+         _fmt(r.get("AER_max_normalized"), r.get("AER_max_normalized_ci"))]
+        + [_fmt(r.get(f"AER_{lv}_normalized"), r.get(f"AER_{lv}_normalized_ci")) for lv in levels]
+        for r in metrics["by_S"]
+    ]
+    out = [(
+        "PR under both rules (lme: default, agrees with LongMemEval's judge; study: the "
+        "study's rule) and AER exact vs normalized (any spelling of the canary)",
+        ["S", "PR (lme)", "PR (study)", "AER_max exact", "AER_max normalized",
+         *(f"{lv} normalized" for lv in levels)],
+        rows,
+    )]
+    frs = [
+        [str(r["S"]), r["mode"]]
+        + [_fmt(r.get(f"FRS_{t}_normalized"), r.get(f"FRS_{t}_normalized_ci")) for t in ("raw", "summary", "worst")]
+        for r in metrics["frs"] if "FRS_worst_normalized" in r
+    ]
+    if frs:
+        out.append((
+            "Forgetting residue, normalized (a leak in any spelling counts)",
+            ["S", "mode", "FRS_raw normalized", "FRS_summary normalized", "FRS_worst normalized"],
+            frs,
+        ))
     return out
 
 
