@@ -21,7 +21,8 @@ The ``lme`` rule, in order (each step is a function below):
    their suffix (``21st`` → ``21``), ``$1,200`` → ``1200 dollars``, ``42%`` → ``42
    percent``, digit groups are joined (``1,000`` → ``1000``) and numbers compare by value
    (``38.0`` equals ``38``). When the reference holds numbers, the answer is correct iff
-   every one of them occurs in a non-negated clause of the answer, and a time unit
+   every one of them occurs in a non-negated clause of the answer, so do the
+   reference's key words (step 4: ``GR`` of ``GR-90``), and a time unit
    that follows the number in the reference (second … year) is not replaced by another
    time unit in the answer; the cosine never decides. For ``temporal-reasoning``
    questions a count of days may be off by one (LongMemEval's judge tolerates it).
@@ -41,8 +42,9 @@ The ``lme`` rule, in order (each step is a function below):
 5. **Preference rubrics** (``single-session-preference``, a reference of the form "The
    user would prefer …"): the rubric's own words (content words of its non-negated
    "prefer" sentences, minus the question's words and the rubric's boilerplate) are the
-   evidence; the answer is correct iff it uses at least two of them (all of them if the
-   rubric has fewer) and does not abstain.
+   evidence; the answer is correct iff it uses at least one of them and does not
+   abstain (LongMemEval's rubric: the reply need not reflect every point, only recall
+   and use the user's information correctly).
 6. A reference without content words or numbers falls back to the cosine alone.
 
 Source: issue 13 and LongMemEval's official judging semantics (Wu et al., ICLR 2025,
@@ -142,6 +144,8 @@ _ABSTAIN = re.compile(
     r"|(?:is|are|was)\s*n[o']?t\s+(?:mentioned|available|specified|provided|known|recorded|stated|clear)"
     r"|(?:isn|aren|wasn)['’]?t\s+(?:mentioned|available|specified|provided|known|recorded|stated|clear)"
     r"|unknown|insufficient|unclear\s+from|no\s+idea|not\s+have\s+(?:that|this|any|enough)"
+    r"|(?:but|and)\s+not\s+(?:how|what|when|where|which|who|whether|the\s+(?:number|amount|exact))"
+    r"|(?:was|were|is|are)\s*n[o']?t\s+(?:shared|given|told)|(?:wasn|weren|isn|aren)'t\s+(?:shared|given|told)"
     r")\b",
     re.IGNORECASE,
 )
@@ -326,8 +330,7 @@ def lme_verdict(
             evidence |= content - q_words - _RUBRIC_BOILERPLATE
         if evidence:
             used = evidence & have_set
-            need = min(2, len(evidence))
-            ok = len(used) >= need and not abst
+            ok = bool(used) and not abst
             return LmeVerdict(ok, len(used) == len(evidence), tuple(sorted(evidence - used)), "preference")
 
     ref_numbers = number_values(reference)
@@ -350,6 +353,9 @@ def lme_verdict(
                     found = False
             if not found:
                 missing.append(value)
+        # the reference's names and codes beside its numbers (``GR`` of ``GR-90``)
+        content, key = key_words(reference)
+        missing += sorted((key - set(ref_numbers)) - have_set)
         ok = not missing
         return LmeVerdict(ok, ok, tuple(sorted(missing)), "numbers")
 

@@ -171,8 +171,9 @@ def test_preference_rubric():
     good = "How about a caprese salad with your cherry tomatoes and fresh basil?"
     assert lme_verdict(good, RUBRIC, 0.0, **kw).correct is True
     assert lme_verdict("A steak with mashed potatoes.", RUBRIC, 0.99, **kw).correct is False
-    # one rubric word is not enough
-    assert lme_verdict("Try a mint tea.", RUBRIC, 0.99, **kw).correct is False
+    # one rubric point is enough (the rubric need not be covered), a refusal is not
+    assert lme_verdict("Use your fresh basil in a pesto pasta.", RUBRIC, 0.0, **kw).correct is True
+    assert lme_verdict("I don't know what you grow; maybe basil?", RUBRIC, 0.99, **kw).correct is False
 
 
 # --------------------------------------------------------------------------- rules, end to end
