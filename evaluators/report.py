@@ -179,9 +179,16 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
             [max(0.0, (r.get(f"AER_{lv}_ci") or [v, v])[1] - v) for v, lv in zip(vals, levels, strict=True)],
         ]
         ax.bar(xs, vals, width=width, yerr=errs, capsize=3, label=f"S={r['S']}")
+        norm = [r.get(f"AER_{lv}_normalized") for lv in levels]
+        if all(v is not None for v in norm):  # the leak in any spelling, beside the exact bar
+            cis = [r.get(f"AER_{lv}_normalized_ci") or [v, v] for v, lv in zip(norm, levels, strict=True)]
+            ax.errorbar(xs, norm, yerr=[[max(0.0, v - c[0]) for v, c in zip(norm, cis, strict=True)],
+                                        [max(0.0, c[1] - v) for v, c in zip(norm, cis, strict=True)]],
+                        fmt="D", mfc="none", color="black", ms=5, capsize=2,
+                        label="normalized (any spelling)" if i == 0 else None)
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(levels))], levels)
     ax.set_xlabel("probe level")
-    ax.set_ylabel("AER (mean over k)")
+    ax.set_ylabel("AER (mean over k; bars exact)")
     ax.set_ylim(0, 1.05)
     ax.set_title("Extraction per probe level")
     ax.legend()
