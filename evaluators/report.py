@@ -106,7 +106,7 @@ def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[lis
     matcher), per S and, for FRS, per deletion mode; empty for a ``metrics.json``
     written before these columns existed."""
     if not any("PR_study" in r or "AER_max_normalized" in r for r in metrics["by_S"]):
-        return []
+        return []  # a metrics.json from before these columns (and before `memkit judge`)
     levels = ("direct", "indirect", "jailbreak")
     rows = [
         [str(r["S"]), _fmt(r["PR"], r.get("PR_ci")), _fmt(r.get("PR_study"), r.get("PR_study_ci")),
@@ -132,6 +132,22 @@ def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[lis
             "Forgetting residue, normalized (a leak in any spelling counts)",
             ["S", "mode", "FRS_raw normalized", "FRS_summary normalized", "FRS_worst normalized"],
             frs,
+        ))
+    judge = metrics.get("judge")
+    if judge:
+        out.append((
+            f"PR rules vs the LLM judge ({judge['model']}, {judge['n_answers']} distinct answers, "
+            f"judge accepts {judge['PR_judge']:.2f})",
+            ["rule", "n", "accuracy", "Cohen's kappa", "rule yes / judge no", "rule no / judge yes"],
+            [[rule, str(a["n"]), _fmt(a["accuracy"]), _fmt(a.get("kappa")), str(a["rule_yes_judge_no"]),
+              str(a["rule_no_judge_yes"])] for rule, a in judge["agreement"].items()],
+        ))
+        yn = {True: "yes", False: "no", None: "–"}
+        out.append((
+            "Answers where a rule and the judge disagree",
+            ["question_id", "reference", "response", "judge", "lme", "study"],
+            [[d["question_id"], d["reference"][:60], d["response"][:100], yn[d["judge"]], yn[d["lme"]],
+              yn[d["study"]]] for d in judge["disagreements"]],
         ))
     return out
 
