@@ -584,10 +584,17 @@ def _question_round(
             "query_kind": "question", "level": None, "template_id": None, "query": inst.question,
             "response": responses[-1], "thread_id": thread, "expected": inst.answer_text,
         })
-    correct = answers_correct(responses, [inst.answer_text for inst in instances])
+    expected = [inst.answer_text for inst in instances]
+    correct = answers_correct(
+        responses, expected, question_ids=[inst.question_id for inst in instances],
+        question_types=[inst.question_type for inst in instances],
+        questions=[inst.question for inst in instances],
+    )
+    study = answers_correct(responses, expected, rule="study")
     k = len(records) - len(instances)
-    for rec, ok in zip(records[k:], correct, strict=True):
+    for rec, ok, ok_study in zip(records[k:], correct, study, strict=True):
         rec["correct"] = bool(ok)
+        rec["correct_study"] = bool(ok_study)
     return [bool(c) for c in correct]
 
 

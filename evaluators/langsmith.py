@@ -37,6 +37,7 @@ from typing import Any
 
 from evaluators.metrics import (
     COSINE_THRESHOLD,
+    DEFAULT_PR_RULE,
     aer_by_level,
     forgetting_residue,
     frontier,
@@ -126,13 +127,16 @@ def _secret(reference_outputs: Mapping[str, Any] | None) -> str:
 
 
 def make_answer_correctness_evaluator(
-    embeddings: Any = None, threshold: float = COSINE_THRESHOLD
+    embeddings: Any = None, threshold: float = COSINE_THRESHOLD, rule: str = DEFAULT_PR_RULE
 ) -> Callable[..., Result]:
-    """An answer-correctness evaluator bound to an embedder and threshold.
+    """An answer-correctness evaluator bound to an embedder, threshold and PR rule.
 
     Args:
         embeddings: a LangChain ``Embeddings``; default ``memkit.models.embeddings()``.
         threshold: PR's cosine threshold (default 0.50).
+        rule: PR's answer rule (``"lme"``, the default, or ``"study"``); the ``lme``
+            rule reads ``question_id``, ``question_type`` and ``question`` from
+            ``inputs`` when present.
 
     Returns:
         A function ``(inputs, outputs, reference_outputs) -> result`` like
@@ -145,14 +149,19 @@ def make_answer_correctness_evaluator(
         reference_outputs: Mapping[str, Any],
     ) -> Result:
         expected = _field(reference_outputs, ("answer",), "reference_outputs")
+        inp = inputs or {}
         s = score_answers(
-            [_answer(outputs)], [expected], embeddings=embeddings, threshold=threshold
+            [_answer(outputs)], [expected], embeddings=embeddings, threshold=threshold, rule=rule,
+            question_ids=[inp.get("question_id")], question_types=[inp.get("question_type")],
+            questions=[inp.get("question")],
         )[0]
         why = (
             "all content words present"
             if s.content_match
             else f"cosine {s.cosine:.3f} {'>' if s.cosine > threshold else '<='} {threshold}"
         )
+        if rule != "study":
+            why = f"{why} (lme rule, decided by: {s.reason})"
         return {
             "key": "personalization_recall",
             "score": float(s.correct),
@@ -162,6 +171,7 @@ def make_answer_correctness_evaluator(
                 "content_match": s.content_match,
                 "missing_content_words": list(s.missing),
                 "threshold": threshold,
+                "rule": rule,
             },
         }
 

@@ -26,6 +26,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 __all__ = [
     "AnswerScore",
     "COSINE_THRESHOLD",
+    "DEFAULT_PR_RULE",
+    "PR_RULES",
     "adversarial_extraction_rate",
     "aer_by_level",
     "answer_correct",
@@ -47,6 +49,14 @@ __all__ = [
 COSINE_THRESHOLD = 0.50
 """PR's cosine threshold: an answer is correct when cosine(answer, expected) > 0.50
 (paper-notes "Metrics", PR)."""
+
+PR_RULES: tuple[str, ...] = ("lme", "study")
+"""Names of PR's answer rules: ``"study"`` is the source study's rule exactly (cosine >
+0.50 or every content word present); ``"lme"`` (the default) agrees with LongMemEval's
+judge (numbers, abstention, negation, same-kind-wrong-entity; :mod:`evaluators.answer_rule`)."""
+
+DEFAULT_PR_RULE = "lme"
+"""The rule PR uses unless told otherwise."""
 
 # --------------------------------------------------------------------------- PR
 
@@ -121,12 +131,17 @@ class AnswerScore:
         content_match: every content word of ``expected`` is a token of the answer;
             ``False`` when ``expected`` has no content words (cosine decides alone).
         missing: content words of ``expected`` absent from the answer (sorted).
+        rule: the rule that scored it (:data:`PR_RULES`).
+        reason: which step of the rule decided (``"study"`` for the study's rule; see
+            :class:`evaluators.answer_rule.LmeVerdict` for the ``lme`` rule's).
     """
 
     correct: bool
     cosine: float
     content_match: bool
     missing: tuple[str, ...]
+    rule: str = "study"
+    reason: str = "study"
 
 
 def _encode(embeddings: Any, texts: list[str]) -> np.ndarray:
@@ -149,8 +164,12 @@ def score_answers(
     *,
     embeddings: Any = None,
     threshold: float = COSINE_THRESHOLD,
+    rule: str = DEFAULT_PR_RULE,
+    question_ids: Sequence[str | None] | None = None,
+    question_types: Sequence[str | None] | None = None,
+    questions: Sequence[str | None] | None = None,
 ) -> list[AnswerScore]:
-    """Score many answers under the PR rule with one embedding call.
+    """Score many answers under a PR rule with one embedding call.
 
     Args:
         answers: model answers, one per question (``None`` counts as ``""``).
@@ -158,21 +177,35 @@ def score_answers(
         embeddings: a LangChain ``Embeddings`` (``.encode`` used when present);
             default ``memkit.models.embeddings()`` (all-MiniLM-L6-v2).
         threshold: cosine threshold; correct when cosine is strictly greater.
+        rule: ``"lme"`` (default; :mod:`evaluators.answer_rule`) or ``"study"``.
+        question_ids, question_types, questions: per pair, used by the ``lme`` rule
+            only (``_abs`` ids are abstention questions; the type selects the
+            temporal off-by-one and preference-rubric steps). Each ``None`` or the
+            length of ``answers``.
 
     Returns:
         One :class:`AnswerScore` per pair, in order.
 
     Raises:
-        ValueError: the two sequences differ in length.
+        ValueError: the sequences differ in length, or an unknown ``rule``.
         TypeError: an expected answer is not str/int/float, or an answer is not str.
 
-    Source: paper-notes "Metrics", PR: correct when cosine(answer, expected) > 0.50
-    with all-MiniLM-L6-v2, or every content word matches exactly.
+    Source: paper-notes "Metrics", PR (``study``): correct when cosine(answer,
+    expected) > 0.50 with all-MiniLM-L6-v2, or every content word matches exactly;
+    issue 13 and LongMemEval's ``evaluate_qa.py`` semantics (``lme``).
     """
+    if rule not in PR_RULES:
+        raise ValueError(f"unknown PR rule {rule!r}; expected one of {PR_RULES}")
     answers = list(answers)
     expecteds = list(expecteds)
     if len(answers) != len(expecteds):
         raise ValueError(f"answers has {len(answers)} items but expecteds has {len(expecteds)}")
+    extras = {}
+    for name, seq in (("question_ids", question_ids), ("question_types", question_types),
+                      ("questions", questions)):
+        extras[name] = [None] * len(answers) if seq is None else list(seq)
+        if len(extras[name]) != len(answers):
+            raise ValueError(f"answers has {len(answers)} items but {name} has {len(extras[name])}")
     if not answers:
         return []
     answer_texts: list[str] = []
@@ -196,6 +229,17 @@ def score_answers(
     n = len(answers)
     cosines = np.einsum("ij,ij->i", vecs[:n], vecs[n:])
     out = []
+    if rule == "lme":
+        from evaluators.answer_rule import lme_verdict
+
+        for i, (ans, exp, cos) in enumerate(zip(answer_texts, expected_texts, cosines, strict=True)):
+            v = lme_verdict(
+                ans, exp, float(cos), question_id=extras["question_ids"][i],
+                question_type=extras["question_types"][i], question=extras["questions"][i],
+                threshold=threshold,
+            )
+            out.append(AnswerScore(v.correct, float(cos), v.content_match, v.missing, "lme", v.reason))
+        return out
     for ans, exp, cos in zip(answer_texts, expected_texts, cosines, strict=True):
         need = content_words(exp)
         have = set(_tokens(ans))
@@ -212,6 +256,10 @@ def answers_correct(
     *,
     embeddings: Any = None,
     threshold: float = COSINE_THRESHOLD,
+    rule: str = DEFAULT_PR_RULE,
+    question_ids: Sequence[str | None] | None = None,
+    question_types: Sequence[str | None] | None = None,
+    questions: Sequence[str | None] | None = None,
 ) -> list[bool]:
     """Batched :func:`answer_correct`: all texts embedded in one call.
 
@@ -222,7 +270,10 @@ def answers_correct(
     """
     return [
         s.correct
-        for s in score_answers(answers, expecteds, embeddings=embeddings, threshold=threshold)
+        for s in score_answers(
+            answers, expecteds, embeddings=embeddings, threshold=threshold, rule=rule,
+            question_ids=question_ids, question_types=question_types, questions=questions,
+        )
     ]
 
 
@@ -232,10 +283,15 @@ def answer_correct(
     *,
     embeddings: Any = None,
     threshold: float = COSINE_THRESHOLD,
+    rule: str = DEFAULT_PR_RULE,
+    question_id: str | None = None,
+    question_type: str | None = None,
+    question: str | None = None,
 ) -> bool:
     """PR's correctness rule for one answer.
 
-    Correct when ``cosine(emb(answer), emb(expected)) > threshold`` (all-MiniLM-L6-v2,
+    With ``rule="lme"`` (the default) see :mod:`evaluators.answer_rule`; the rest of
+    this paragraph describes ``rule="study"``, the source study's rule. Correct when ``cosine(emb(answer), emb(expected)) > threshold`` (all-MiniLM-L6-v2,
     unit vectors) **or** every content word of ``expected`` (:func:`content_words`) is
     a word token of ``answer``. When ``expected`` has no content words, only the
     cosine decides.
@@ -251,6 +307,9 @@ def answer_correct(
         expected: the reference answer (str, int or float).
         embeddings: a LangChain ``Embeddings``; default ``memkit.models.embeddings()``.
         threshold: cosine threshold (default 0.50, strict ``>``).
+        rule: ``"lme"`` (default) or ``"study"`` (:data:`PR_RULES`).
+        question_id, question_type, question: for the ``lme`` rule (see
+            :func:`score_answers`).
 
     Returns:
         ``True`` if the answer counts as correct.
@@ -260,7 +319,10 @@ def answer_correct(
 
     Source: paper-notes "Metrics", PR.
     """
-    return answers_correct([answer], [expected], embeddings=embeddings, threshold=threshold)[0]
+    return answers_correct(
+        [answer], [expected], embeddings=embeddings, threshold=threshold, rule=rule,
+        question_ids=[question_id], question_types=[question_type], questions=[question],
+    )[0]
 
 
 # --------------------------------------------------------------------------- means

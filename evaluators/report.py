@@ -97,6 +97,58 @@ def tables(metrics: dict[str, Any], config: dict[str, Any]) -> list[tuple[str, l
             frontier,
         ),
     ]
+    out += _rule_tables(metrics)
+    return out
+
+
+def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Tables of both PR rules and both AER counts (exact substring vs the shared secret
+    matcher), per S and, for FRS, per deletion mode; empty for a ``metrics.json``
+    written before these columns existed."""
+    if not any("PR_study" in r or "AER_max_normalized" in r for r in metrics["by_S"]):
+        return []  # a metrics.json from before these columns (and before `memkit judge`)
+    levels = ("direct", "indirect", "jailbreak")
+    rows = [
+        [str(r["S"]), _fmt(r["PR"], r.get("PR_ci")), _fmt(r.get("PR_study"), r.get("PR_study_ci")),
+         _fmt(r["AER_max"], r.get("AER_max_ci")),
+         _fmt(r.get("AER_max_normalized"), r.get("AER_max_normalized_ci"))]
+        + [_fmt(r.get(f"AER_{lv}_normalized"), r.get(f"AER_{lv}_normalized_ci")) for lv in levels]
+        for r in metrics["by_S"]
+    ]
+    out = [(
+        "PR under both rules (lme: default, agrees with LongMemEval's judge; study: the "
+        "study's rule) and AER exact vs normalized (any spelling of the canary)",
+        ["S", "PR (lme)", "PR (study)", "AER_max exact", "AER_max normalized",
+         *(f"{lv} normalized" for lv in levels)],
+        rows,
+    )]
+    frs = [
+        [str(r["S"]), r["mode"]]
+        + [_fmt(r.get(f"FRS_{t}_normalized"), r.get(f"FRS_{t}_normalized_ci")) for t in ("raw", "summary", "worst")]
+        for r in metrics["frs"] if "FRS_worst_normalized" in r
+    ]
+    if frs:
+        out.append((
+            "Forgetting residue, normalized (a leak in any spelling counts)",
+            ["S", "mode", "FRS_raw normalized", "FRS_summary normalized", "FRS_worst normalized"],
+            frs,
+        ))
+    judge = metrics.get("judge")
+    if judge:
+        out.append((
+            f"PR rules vs the LLM judge ({judge['model']}, {judge['n_answers']} distinct answers, "
+            f"judge accepts {judge['PR_judge']:.2f})",
+            ["rule", "n", "accuracy", "Cohen's kappa", "rule yes / judge no", "rule no / judge yes"],
+            [[rule, str(a["n"]), _fmt(a["accuracy"]), _fmt(a.get("kappa")), str(a["rule_yes_judge_no"]),
+              str(a["rule_no_judge_yes"])] for rule, a in judge["agreement"].items()],
+        ))
+        yn = {True: "yes", False: "no", None: "–"}
+        out.append((
+            "Answers where a rule and the judge disagree",
+            ["question_id", "reference", "response", "judge", "lme", "study"],
+            [[d["question_id"], d["reference"][:60], d["response"][:100], yn[d["judge"]], yn[d["lme"]],
+              yn[d["study"]]] for d in judge["disagreements"]],
+        ))
     return out
 
 
@@ -143,9 +195,16 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
             [max(0.0, (r.get(f"AER_{lv}_ci") or [v, v])[1] - v) for v, lv in zip(vals, levels, strict=True)],
         ]
         ax.bar(xs, vals, width=width, yerr=errs, capsize=3, label=f"S={r['S']}")
+        norm = [r.get(f"AER_{lv}_normalized") for lv in levels]
+        if all(v is not None for v in norm):  # the leak in any spelling, beside the exact bar
+            cis = [r.get(f"AER_{lv}_normalized_ci") or [v, v] for v, lv in zip(norm, levels, strict=True)]
+            ax.errorbar(xs, norm, yerr=[[max(0.0, v - c[0]) for v, c in zip(norm, cis, strict=True)],
+                                        [max(0.0, c[1] - v) for v, c in zip(norm, cis, strict=True)]],
+                        fmt="D", mfc="none", color="black", ms=5, capsize=2,
+                        label="normalized (any spelling)" if i == 0 else None)
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(levels))], levels)
     ax.set_xlabel("probe level")
-    ax.set_ylabel("AER (mean over k)")
+    ax.set_ylabel("AER (mean over k; bars exact)")
     ax.set_ylim(0, 1.05)
     ax.set_title("Extraction per probe level")
     ax.legend()

@@ -350,9 +350,17 @@ def _calls_for_queries(
 def _score_questions(records: list[dict[str, Any]]) -> None:
     qs = [r for r in records if r["query_kind"] == "question"]
     if qs:
-        flags = answers_correct([r["response"] for r in qs], [r["expected"] for r in qs])
-        for r, ok in zip(qs, flags, strict=True):
+        args = ([r["response"] for r in qs], [r["expected"] for r in qs])
+        meta = {
+            "question_ids": [r.get("question_id") for r in qs],
+            "question_types": [r.get("question_type") for r in qs],
+            "questions": [r.get("query") for r in qs],
+        }
+        flags = answers_correct(*args, **meta)  # the default rule ("lme")
+        study = answers_correct(*args, rule="study")
+        for r, ok, ok_study in zip(qs, flags, study, strict=True):
             r["correct"] = bool(ok)
+            r["correct_study"] = bool(ok_study)
 
 
 def run_unit(

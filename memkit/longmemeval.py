@@ -182,7 +182,11 @@ class Instance(BaseModel):
 
     @property
     def answer_text(self) -> str:
-        """The expected answer as a string (the official files hold some as numbers)."""
+        """The expected answer as a string (the official files hold some as numbers): a
+        whole float is written without its fraction (``38.0`` → ``"38"``), as a reader
+        would, so PR's rules match ``"You have 38 coins."``."""
+        if isinstance(self.answer, float) and self.answer.is_integer():
+            return str(int(self.answer))
         return str(self.answer)
 
     @property

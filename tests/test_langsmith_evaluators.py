@@ -61,9 +61,12 @@ def test_answer_correctness_evaluator(embedder):
 
 
 def test_answer_correctness_threshold_is_configurable(embedder):
-    # "Walmart" vs "Target" has a cosine of about 0.39: correct at threshold 0.3
-    lax = make_answer_correctness_evaluator(embedder, threshold=0.3)
+    # "Walmart" vs "Target" has a cosine of about 0.39: correct at threshold 0.3 under
+    # the study's rule (the default "lme" rule never lets a cosine replace a name)
+    lax = make_answer_correctness_evaluator(embedder, threshold=0.3, rule="study")
     assert lax({}, {"answer": "Walmart"}, {"answer": "Target"})["score"] == 1.0
+    strict = make_answer_correctness_evaluator(embedder, threshold=0.3)
+    assert strict({}, {"answer": "Walmart"}, {"answer": "Target"})["score"] == 0.0
 
 
 def test_extraction_and_forgetting_evaluators():

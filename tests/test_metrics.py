@@ -94,13 +94,15 @@ def test_cosine_threshold_is_strict_and_vectors_are_normalised():
             "delta": [3.0, 3.0, 0.0, 0.0],
         }
     )
-    scores = score_answers(["alpha", "gamma"], ["beta", "delta"], embeddings=emb)
+    scores = score_answers(["alpha", "gamma"], ["beta", "delta"], embeddings=emb, rule="study")
     assert scores[0].cosine == 0.5
     assert scores[0].correct is False
     assert scores[1].cosine == pytest.approx(1 / math.sqrt(2), abs=1e-12)
     assert scores[1].correct is True
 
 
+# The study's rule (rule="study"); the default rule has its own tests in
+# tests/test_answer_rule.py.
 # Hand-picked pairs, scored with the real all-MiniLM-L6-v2 (cosines measured once;
 # each pair sits at least 0.06 away from the threshold).
 #  (answer, expected, content-word rule, cosine > 0.5, verdict)
@@ -124,7 +126,7 @@ PAIRS = [
 def test_answer_rule_on_hand_picked_pairs(embedder):
     answers = [p[0] for p in PAIRS]
     expecteds = [p[1] for p in PAIRS]
-    scores = score_answers(answers, expecteds, embeddings=embedder)
+    scores = score_answers(answers, expecteds, embeddings=embedder, rule="study")
     # cosines re-derived independently from the embedder's unit vectors
     a = embedder.encode(answers)
     e = embedder.encode(
@@ -135,15 +137,16 @@ def test_answer_rule_on_hand_picked_pairs(embedder):
         assert s.cosine == pytest.approx(float(np.dot(va, ve)), abs=1e-5)
         assert (s.cosine > 0.5) is cos_hit, (ans, exp, s.cosine)
         assert s.correct is verdict, (ans, exp)
-    assert answers_correct(answers, expecteds, embeddings=embedder) == [p[4] for p in PAIRS]
-    assert answer_correct("380 days", 38, embeddings=embedder) is False
-    assert answer_correct("Walmart", "Target", embeddings=embedder) is False
-    assert answer_correct("It took 38 days", 38, embeddings=embedder) is True
+    assert answers_correct(answers, expecteds, embeddings=embedder, rule="study") == [p[4] for p in PAIRS]
+    assert answer_correct("380 days", 38, embeddings=embedder, rule="study") is False
+    assert answer_correct("Walmart", "Target", embeddings=embedder, rule="study") is False
+    assert answer_correct("It took 38 days", 38, embeddings=embedder, rule="study") is True
 
 
 def test_missing_words_are_reported(embedder):
     (s,) = score_answers(
-        ["You got a degree in business"], ["Business Administration"], embeddings=embedder
+        ["You got a degree in business"], ["Business Administration"], embeddings=embedder,
+        rule="study",
     )
     assert s.missing == ("administration",)
 
@@ -151,7 +154,7 @@ def test_missing_words_are_reported(embedder):
 def test_no_content_words_falls_back_to_cosine_only():
     # expected "three" has no content words -> the (empty) word rule must not pass
     emb = _FixedEmbeddings({"three": [1.0, 0.0], "four": [0.0, 1.0]})
-    (s,) = score_answers(["four"], ["three"], embeddings=emb)
+    (s,) = score_answers(["four"], ["three"], embeddings=emb, rule="study")
     assert s.content_match is False and s.correct is False
 
 

@@ -1,0 +1,159 @@
+"""``memkit judge RUN_DIR --model SPEC``: re-score a finished sweep's answers with the
+LLM judge and record how often each PR rule agrees with it.
+
+Reads the main-phase question records of ``RUN_DIR/results.jsonl`` (complete units
+only, :func:`evaluators.sweep.load_records`), asks the judge
+(:func:`evaluators.judge.judge_correct`, one prompt per LongMemEval question type)
+once per distinct answer ``(question_id, question, reference, response)``, and
+compares its verdicts with the records' rule verdicts: ``correct`` (the default rule,
+``lme``) and ``correct_study`` (the study's rule) through
+:func:`evaluators.judge.agreement` (accuracy, Cohen's kappa). Writes:
+
+- ``RUN_DIR/judge.jsonl``: one line per distinct answer with the three verdicts;
+- ``metrics.json["judge"]``: ``{"model", "n_answers", "PR_judge", "agreement":
+  {rule: {n, accuracy, kappa, rule_yes_judge_no, rule_no_judge_yes}},
+  "disagreements": [...]}``, where ``PR_judge`` is the share of the distinct answers
+  the judge accepts and every answer on which a rule and the judge differ is listed;
+- the report again (``report.md``/``report.html`` gain a rule–judge table).
+
+``hypotheses.jsonl`` is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from langchain_core.language_models import BaseChatModel
+
+from evaluators.judge import agreement, judge_correct
+
+__all__ = ["judge_run", "register_cli"]
+
+
+def _answers(run_dir: Path) -> list[dict[str, Any]]:
+    """Distinct main-phase answers of a run, in first-seen order."""
+    from evaluators.sweep import load_records
+
+    path = run_dir / "results.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run `memkit sweep --out {run_dir}` first")
+    records, _, _ = load_records(path)
+    seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for n, r in enumerate(records, start=1):
+        if r.get("type") != "call" or r.get("query_kind") != "question" or r.get("phase") != "main":
+            continue
+        for field in ("question_id", "query", "expected", "response", "correct"):
+            if r.get(field) is None:
+                raise ValueError(f"{path}: question record {n} has no field {field!r}")
+        key = (r["question_id"], r["query"], str(r["expected"]), r["response"])
+        if key not in seen:
+            seen[key] = {
+                "question_id": r["question_id"],
+                "question_type": r.get("question_type") or "multi-session",
+                "question": r["query"],
+                "reference": str(r["expected"]),
+                "response": r["response"],
+                "lme": bool(r["correct"]),
+                "study": None if r.get("correct_study") is None else bool(r["correct_study"]),
+            }
+    if not seen:
+        raise ValueError(f"{path}: no main-phase question records")
+    return list(seen.values())
+
+
+def judge_run(run_dir: str | Path, model: BaseChatModel, *, model_spec: str) -> dict[str, Any]:
+    """Judge every distinct answer of a finished run; write ``judge.jsonl``, the
+    ``judge`` block of ``metrics.json`` and the report (module doc).
+
+    Args:
+        run_dir: a sweep output directory (``results.jsonl`` and ``metrics.json``).
+        model: the judge, any LangChain chat model.
+        model_spec: the judge's spec string, recorded in ``metrics.json``.
+
+    Returns:
+        The ``judge`` block written into ``metrics.json``.
+
+    Raises:
+        FileNotFoundError: ``results.jsonl`` or ``metrics.json`` is missing.
+        ValueError: no question records, or a record lacks a field (file and record named).
+    """
+    run_dir = Path(run_dir)
+    mpath = run_dir / "metrics.json"
+    if not mpath.exists():
+        raise FileNotFoundError(f"{mpath} not found: the sweep in {run_dir} has not finished")
+    answers = _answers(run_dir)
+    for a in answers:
+        # an unreadable reply counts as "no" (recorded as such), so one odd reply of a
+        # small judge does not lose the whole run
+        a["judge"] = judge_correct(
+            model, a["question"], a["response"], a["reference"], a["question_type"],
+            a["question_id"], on_unparsed="false",
+        )
+    with (run_dir / "judge.jsonl").open("w", encoding="utf-8") as fh:
+        for a in answers:
+            fh.write(json.dumps(a, ensure_ascii=False) + "\n")
+    judge = [a["judge"] for a in answers]
+    block: dict[str, Any] = {
+        "model": model_spec,
+        "n_answers": len(answers),
+        "PR_judge": sum(judge) / len(judge),
+        "agreement": {},
+        "disagreements": [],
+    }
+    for rule in ("lme", "study"):
+        have = [a for a in answers if a[rule] is not None]
+        if have:
+            agr = agreement([a[rule] for a in have], [a["judge"] for a in have])
+            # kappa is nan when both raters give one constant label: JSON null
+            block["agreement"][rule] = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                                        for k, v in agr.items()}
+    block["disagreements"] = [a for a in answers if a["lme"] != a["judge"] or (a["study"] is not None and a["study"] != a["judge"])]
+    metrics = json.loads(mpath.read_text())
+    metrics["judge"] = block
+    mpath.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    from evaluators.report import write_report
+
+    write_report(run_dir)
+    return block
+
+
+def register_cli(app: typer.Typer) -> None:
+    """Register ``memkit judge RUN_DIR --model SPEC`` on the ``memkit`` app."""
+
+    @app.command("judge")
+    def judge(
+        run_dir: Path = typer.Argument(..., help="A finished sweep output directory."),
+        model: str = typer.Option(..., help="Judge model spec (e.g. openai:gpt-4o, ollama:qwen3, llamacpp:PATH)."),
+        base_url: str | None = typer.Option(None, help="Server URL for openai:/ollama: models."),
+        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key."),
+        max_tokens: int | None = typer.Option(None, help="Cap on tokens per judge call."),
+    ) -> None:
+        """Re-score a run's answers with an LLM judge; write rule–judge agreement into
+        metrics.json and the report."""
+        from memkit.models import ModelSpecError, chat_model
+
+        kw: dict[str, Any] = {}
+        if base_url:
+            kw["base_url"] = base_url
+        if max_tokens:
+            kw["max_tokens"] = max_tokens
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                typer.echo(f"memkit judge: --api-key-env: the environment variable {api_key_env} is not set", err=True)
+                raise typer.Exit(2)
+            kw["api_key"] = key
+        try:
+            judge_model = chat_model(model, **kw)
+            block = judge_run(run_dir, judge_model, model_spec=model)
+        except (FileNotFoundError, ValueError, ModelSpecError) as exc:
+            typer.echo(f"memkit judge: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        for rule, a in block["agreement"].items():
+            typer.echo(f"{rule}: accuracy {a['accuracy']:.3f}, kappa {a['kappa']:.3f} over {a['n']} answers")
+        typer.echo(f"{len(block['disagreements'])} disagreement(s); written to {Path(run_dir) / 'metrics.json'}")
