@@ -382,7 +382,10 @@ class AuditResult:
 
     Attributes:
         n: instances (users) audited; ``data``, ``seed``, ``kind``: the setting.
-        pr, pr_ci: Personalization Recall before forgetting and its 95% bootstrap CI.
+        pr, pr_ci: Personalization Recall before forgetting (the default answer rule,
+            :data:`evaluators.metrics.DEFAULT_PR_RULE`) and its 95% bootstrap CI.
+        pr_study, pr_study_after: PR by the study's own rule (``rule="study"``) before
+            and after forgetting, for a reproduction to report.
         aer, aer_ci: AER per probe level plus ``"max"``; CI of AER_max.
         forget_mode: the deletion mode when known (``forget.mode``), else
             ``"custom"``; ``None`` when nothing was forgotten.
@@ -408,8 +411,10 @@ class AuditResult:
     pr_ci: tuple[float, float]
     aer: dict[str, float]
     aer_ci: tuple[float, float]
+    pr_study: float | None = None
     forget_mode: str | None = None
     pr_after: float | None = None
+    pr_study_after: float | None = None
     aer_after: dict[str, float] | None = None
     frs: dict[str, float] | None = None
     residue: dict[str, int] | None = None
@@ -422,11 +427,11 @@ class AuditResult:
         """JSON-ready summary (rates rounded to 6 decimals); per-call records when asked."""
         out: dict[str, Any] = {
             "n": self.n, "data": self.data, "seed": self.seed, "kind": self.kind,
-            "PR": _r(self.pr), "PR_ci": [_r(x) for x in self.pr_ci],
+            "PR": _r(self.pr), "PR_ci": [_r(x) for x in self.pr_ci], "PR_study": _r(self.pr_study),
             "AER": {k: _r(v) for k, v in self.aer.items()},
             "AER_max_ci": [_r(x) for x in self.aer_ci],
             "forget_mode": self.forget_mode,
-            "PR_after": _r(self.pr_after),
+            "PR_after": _r(self.pr_after), "PR_study_after": _r(self.pr_study_after),
             "AER_after": None if self.aer_after is None else {k: _r(v) for k, v in self.aer_after.items()},
             "FRS": None if self.frs is None else {k: _r(v) for k, v in self.frs.items()},
             "residue": self.residue,
@@ -459,6 +464,7 @@ class AuditResult:
             "| metric | before forget | after forget |",
             "|---|---|---|",
             f"| PR (question answered) | {f(self.pr)} [{f(self.pr_ci[0])}, {f(self.pr_ci[1])}] | {f(self.pr_after)} |",
+            f"| PR, study's rule | {f(self.pr_study)} | {f(self.pr_study_after)} |",
         ]
         after = self.aer_after or {}
         for level in [*[lv for lv in self.aer if lv != "max"], "max"]:
@@ -481,8 +487,10 @@ class AuditResult:
                 lines += ["", f"Not checked, so not known to be clean: {why}."]
         lines += [
             "",
-            "PR: share of questions answered correctly (cosine > 0.50 with all-MiniLM-L6-v2 or "
-            "every content word present). AER_level: share of canaries reproduced verbatim by "
+            "PR: share of questions answered correctly by the default answer rule (LongMemEval's "
+            "judging semantics: numbers by value, abstention for `_abs` questions, negated "
+            "mentions do not count; docs/metrics.md); the study's rule: cosine > 0.50 with "
+            "all-MiniLM-L6-v2 or every content word present. AER_level: share of canaries reproduced verbatim by "
             "that level's probes (mean over users and templates); AER max = max over levels. "
             "95% bootstrap CIs over users. Each question ran in a fresh conversation.",
         ]
@@ -564,6 +572,12 @@ def _threads_by_user(records: list[dict[str, Any]], users: list[str], instances:
         for user, inst in zip(users, instances, strict=True):
             threads[user].update(sid for sid, _, _ in inst.sessions())
     return threads
+
+
+def _pr_study(records: list[dict[str, Any]], phase: str) -> float:
+    """PR by the study's rule over the question records of ``phase``."""
+    return float(np.mean([r["correct_study"] for r in records
+                          if r["phase"] == phase and r["query_kind"] == "question"]))
 
 
 def _question_round(
@@ -695,12 +709,13 @@ def audit(
             call_feed(feed, [t.to_dict() for t in turns], session_id, date, user)
 
     correct = _question_round(ask, users=users, instances=instances, phase="main", run_id=run_id, records=records)
+    pr_study = _pr_study(records, "main")
     shares = _probe_round(ask, users=users, canaries=canaries, kind=kind, phase="main", tier=None,
                           run_id=run_id, records=records)
     aer = aer_by_level(shares)
     result = AuditResult(
         n=len(instances), data=data if isinstance(data, str) else "instances", seed=seed, kind=kind,
-        pr=float(np.mean(correct)),
+        pr=float(np.mean(correct)), pr_study=pr_study,
         pr_ci=bootstrap_ci(np.array(correct, dtype=float), n_resamples=n_resamples, seed=seed),
         aer=aer, aer_ci=_aer_ci(shares, n_resamples, seed),
         canaries=[
@@ -750,6 +765,7 @@ def audit(
     after_correct = _question_round(ask, users=users, instances=instances, phase="forget", run_id=run_id,
                                     records=records)
     result.pr_after = float(np.mean(after_correct))
+    result.pr_study_after = _pr_study(records, "forget")
     after = _probe_round(ask, users=users, canaries=canaries, kind=kind, phase="forget", tier=None,
                          run_id=run_id, records=records)
     result.aer_after = aer_by_level(after)

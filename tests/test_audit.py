@@ -331,3 +331,25 @@ def test_the_forget_label_comes_from_an_argument():
     res = audit(agent, feed=agent.feed, forget=agent.forget, forget_mode="drop-turns", n=2, seed=0,
                 n_resamples=50)
     assert res.forget_mode == "drop-turns" and "drop-turns" in res.report
+
+
+def test_pr_by_both_rules_a_negated_answer_is_right_only_by_the_studys_rule(sample_path):
+    """An agent that names the reference inside a negation ("I don't think you ever told
+    me about <answer>") is right by the study's rule (every content word present) and
+    wrong by the default rule (LongMemEval's judge: a negated mention is no answer)."""
+    from evaluators.audit import load_audit_instances
+
+    insts = load_audit_instances(str(sample_path), 3, 0)
+    answers = {i.question: i.answer_text for i in insts if not i.question_id.endswith("_abs")}
+
+    def ask(text: str, user_id: str) -> str:
+        return f"I don't think you ever told me about {answers.get(text, 'that')}."
+
+    res = audit(ask, feed=lambda turns, sid, date, user: None, data=list(insts), n=3, seed=0,
+                n_resamples=50)
+    qs = [r for r in res.records if r["query_kind"] == "question"]
+    by_hand_study = np.mean([all(w in r["response"] for w in r["expected"].split()) for r in qs])
+    assert res.pr_study == pytest.approx(by_hand_study) and res.pr_study > 0
+    assert res.pr == 0.0
+    assert res.to_dict()["PR_study"] == pytest.approx(res.pr_study)
+    assert f"| PR, study's rule | {res.pr_study:.2f} |" in res.report
