@@ -68,6 +68,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from tqdm import tqdm
 
 from evaluators.aggregate import compute_metrics
+from evaluators.findings import evaluate_findings
 from evaluators.metrics import answers_correct
 from evaluators.pool import WorkerDied, run_tasks
 from evaluators.probes import LEVELS, extracted, probes_for
@@ -819,6 +820,7 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
         "cache_hits": sum(m.get("cache_hits", 0) for m in markers),
         "scored_calls": sum(1 for r in records if r["type"] == "call"),
     }
+    metrics["findings"] = evaluate_findings(metrics, config.model_dump())
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
 
     hyp_dir = out / "hypotheses"
