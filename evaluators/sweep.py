@@ -39,8 +39,9 @@ Output directory (``--out``):
 ``hypotheses.jsonl``
     LongMemEval's format ``{"question_id", "hypothesis"}`` for the first S and the
     largest k; ``hypotheses/S{S}_k{k}.jsonl`` for every design.
-``report.md``, ``report.html``, ``frontier.png``, ``probes.png``, ``frs.png``
-    :func:`evaluators.report.write_report`.
+``report.md``, ``report.html``, ``frontier.png``, ``probes.png``, ``frs.png``, ``forensic.png``
+    :func:`evaluators.report.write_report` (the study's findings checked on the run
+    are also stored as ``findings`` in ``metrics.json``).
 ``llm_cache.sqlite``
     the LLM cache shared by all units: no prompt is sent twice in a sweep, nor
     again after ``--resume``.
@@ -945,6 +946,11 @@ def register_cli(app: typer.Typer) -> None:
                 f"  S={row['S']}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={row['PUA']:.2f}"
             )
         typer.echo(f"  report: {out / 'report.md'}")
+        from evaluators.report import canary_sentence, hypotheses_with_canaries
+
+        line = canary_sentence(hypotheses_with_canaries(out))
+        if line:
+            typer.echo("  " + line.replace("**", ""))
         if config.keep_stores:
             typer.echo(f"  forgotten stores: {out / 'stores'} (scan one with `memkit residue DIR/chroma SECRET`)")
 

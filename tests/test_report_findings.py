@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from evaluators.aggregate import compute_metrics
 from evaluators.findings import evaluate_findings, study_findings
 from evaluators.report import register_cli, write_report
-from evaluators.sweep import SweepConfig, run_sweep
+from evaluators.sweep import register_cli as register_sweep
 from memkit.matching import contains_secret
 
 CANARY = {"A": "XQ7-VIOLET-3829", "B": "KT2-AMBER-1044", "C": "PL9-OLIVE-7310"}
@@ -166,12 +166,23 @@ def test_damaged_hypotheses_line_is_named(synthetic_run):
 
 
 def test_real_sample_report(sample_path, tmp_path):
-    cfg = SweepConfig(data=str(sample_path), n=2, seed=1, summary_levels=[0, 1], ks=[1, 3],
-                      deletion_modes=["none", "raw_only", "full_purge"], n_resamples=50)
     out = tmp_path / "real"
-    metrics = run_sweep(cfg, out, progress=False)
+    app = typer.Typer()
+    register_sweep(app)
+    register_cli(app)
+    res = CliRunner().invoke(app, [
+        "sweep", "--data", str(sample_path), "--n", "2", "--seed", "1", "--summary-levels", "0,1",
+        "--k", "1,3", "--deletion-modes", "none,raw_only,full_purge", "--n-resamples", "50",
+        "--out", str(out), "--quiet",
+    ])
+    assert res.exit_code == 0, res.output
+    # The sweep's CLI says whether hypotheses hold a planted canary.
+    assert "planted canary" in res.output
     on_disk = json.loads((out / "metrics.json").read_text())
-    assert on_disk["findings"] == json.loads(json.dumps(metrics["findings"]))
+    metrics = compute_metrics(
+        [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()], n_resamples=50, seed=1
+    )
+    assert on_disk["findings"] == evaluate_findings(metrics, {"model": "extractive"})
     assert [f["id"] for f in on_disk["findings"]] == [f["id"] for f in study_findings()["findings"]]
     by_id = {f["id"]: f for f in on_disk["findings"]}
     assert by_id["summary_cuts_aer"]["verdict"] == "not testable"  # extractive summarizer
