@@ -91,8 +91,28 @@ LEGENDS = {
 }
 
 
+_BACKEND = "with this backend: "
+
+
 def _verdict_cell(f: dict[str, Any]) -> str:
-    return f"{f['verdict']} ({f['reason']})" if f.get("reason") else f["verdict"]
+    reason = f.get("reason") or ""
+    if reason.startswith(_BACKEND):
+        return f"{f['verdict']} with this backend (see below)"
+    return f"{f['verdict']} ({reason})" if reason else f["verdict"]
+
+
+def backend_notes(findings: list[dict[str, Any]]) -> list[str]:
+    """The distinct reasons why findings are not testable with this run's backend, each
+    once (the findings table refers to them with "see below")."""
+    out: list[str] = []
+    for f in findings:
+        reason = f.get("reason") or ""
+        if reason.startswith(_BACKEND):
+            note = reason.removeprefix(_BACKEND)
+            note = note[:1].upper() + note[1:] + "."
+            if note not in out:
+                out.append(note)
+    return out
 
 
 def tables(
@@ -113,6 +133,9 @@ def tables(
 
     model = config.get("model", metrics.get("model", "?"))
     findings = metrics.get("findings") or evaluate_findings(metrics, config)
+    legend = LEGENDS["findings"]
+    if notes := backend_notes(findings):
+        legend += " Not testable with this backend: " + " ".join(notes)
     ftab = [
         [f["claim"], f["reference_text"],
          _pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else _fmt(f["value"], f["ci"]),
@@ -166,7 +189,7 @@ def tables(
     ]
     out = [
         ("Findings of the study on this run", ["claim", "study", "this run [95% CI]", "verdict"], ftab,
-         LEGENDS["findings"]),
+         legend),
         (
             "Table 2: utility and leakage per summary level (rows average over k)",
             ["model", "S", "PR", "AER_max", "PUA", "ΔS", "ΔS rel.", "ΔDI"],

@@ -91,7 +91,8 @@ def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(syn
     assert f"Of {n} findings:" in md
     findings_block = md.split("## ")[1]
     assert findings_block.count("\n| ") == n + 1  # header + one row per finding
-    assert "not testable (with this backend: the extractive summarizer" in findings_block
+    assert "| not testable with this backend (see below) |" in findings_block
+    assert findings_block.count("The extractive summarizer keeps first-person sentences") == 1
     # Relative ΔS: AER_max S=0 = 1, S=1 = 1/3 -> cut of 67%, shown beside ΔS = 0.67.
     t2 = md.split("## Table 2")[1].split("##")[0]
     row_s1 = next(line for line in t2.splitlines() if line.startswith("| extractive | 1 |"))
