@@ -532,6 +532,17 @@ def _applicable_config(config: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+_HNSW_NOTE = (
+    "`disk_hnsw` counts bytes that chroma's HNSW writer copied from uninitialised heap "
+    "memory into index-file slack; they vary from run to run of the same seed."
+)
+_FIGURES_NOTE = (
+    "Frontier: PR against AER_max per S, one point per k, bars are 95% CIs on both axes. "
+    "Probes and FRS: bars are 95% CIs; a zero-height bar is marked 0, an unmeasured tier n/a. "
+    "Forensic: share of instances with a copy per deletion mode and surface (mean copies below)."
+)
+
+
 def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Path:
     """Write ``report.md``, ``report.html`` and the figures for the sweep in ``out_dir``.
 
@@ -584,18 +595,9 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
             md += ["## What to know before citing this run", ""]
             md += [f"- {x}" for x in notes + ([canary] if canary else [])] + [""]
         if title.startswith("Instances with a forensic copy"):
-            md += [
-                "`disk_hnsw` counts bytes that chroma's HNSW writer copied from uninitialised heap "
-                "memory into index-file slack; they vary from run to run of the same seed.",
-                "",
-            ]
+            md += [_HNSW_NOTE, ""]
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
-    md += [
-        "Frontier: PR against AER_max per S, one point per k, bars are 95% CIs on both axes. "
-        "Probes and FRS: bars are 95% CIs; a zero-height bar is marked 0, an unmeasured tier n/a. "
-        "Forensic: share of instances with a copy per deletion mode and surface (mean copies below).",
-        "",
-    ]
+    md += [_FIGURES_NOTE, ""]
     md += ["## Configuration", "", _md_table(["option", "value"], cfg_rows), "",
            "Only options that apply to this run are listed (unset options and, for real data, "
            "the synthetic generator's options are left out).", ""]
@@ -614,11 +616,14 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
         if i == 0:
             parts += [f"<p>Of {len(rows)} findings: {html.escape(tally)}.</p>"]
         parts += [_html_table(header, rows), f"<p class='legend'>{_html_inline(legend)}</p>"]
+        if title.startswith("Instances with a forensic copy"):
+            parts += [f"<p class='legend'>{_html_inline(_HNSW_NOTE)}</p>"]
         if i == 0 and (notes or canary):
             parts += ["<h2>What to know before citing this run</h2><ul>"]
             parts += [f"<li>{_html_inline(x)}</li>" for x in notes + ([canary] if canary else [])]
             parts += ["</ul>"]
     parts += ["<h2>Figures</h2>"] + [f"<img src='{f}' alt='{f}'>" for f in figures]
+    parts += [f"<p class='legend'>{_html_inline(_FIGURES_NOTE)}</p>"]
     parts += ["<h2>Configuration</h2>", _html_table(["option", "value"], cfg_rows), "</body></html>"]
     (out / "report.html").write_text("\n".join(parts))
     return out / "report.md"
