@@ -21,6 +21,15 @@ averages each of these over the k sweep; PUA(S) = ∫₀¹ PR*(a) da over the
 points (PR(k), AER_max(k)); ΔS = AER_max(S=0) − AER_max(S); ΔDI = |AER_direct −
 AER_indirect|; FRS_t(S, mode) is AER_max with retrieval restricted to tier t after
 ``forget``, averaged over k like a frontier row; FRS_worst = max_t FRS_t.
+
+Uncertainty: every rate, in ``by_S``, ``frontier`` (PR, AER_max per k),
+``decomposition`` and ``frs``, has a ``<key>_ci`` twin ``[low, high]`` (95%
+percentile bootstrap over instances, paired across S and k, so differences such as
+ΔS, the relative cut ΔS / AER(S=0), the PR cost PR(S=0) − PR(S) and the k effect
+value(k_max) − value(k_min) have their own CIs). A bound is ``None`` where the
+statistic is undefined on a resample (a ratio with base 0). FRS of a tier the design
+does not have at S (nothing was retrievable from it after any forget) is ``None``
+(not measured), and ``tiers_measured`` lists the tiers that were.
 """
 
 from __future__ import annotations
@@ -70,8 +79,13 @@ class _Grid:
 
     @property
     def ext(self) -> np.ndarray:
-        with np.errstate(invalid="ignore"):
-            return self._ext_sum / self._cnt
+        # Computed once per grid state (bootstrap statistics read it thousands of times).
+        if getattr(self, "_ext_at", None) != self._cnt.sum():
+            with np.errstate(invalid="ignore"):
+                self._ext = self._ext_sum / self._cnt
+                self._exposure = self._exp_sum / self._cnt
+            self._ext_at = self._cnt.sum()
+        return self._ext
 
     @property
     def ext_norm(self) -> np.ndarray:
@@ -81,8 +95,8 @@ class _Grid:
 
     @property
     def exposure(self) -> np.ndarray:
-        with np.errstate(invalid="ignore"):
-            return self._exp_sum / self._cnt
+        self.ext  # noqa: B018 -- refreshes the cached ratios
+        return self._exposure
 
 
 def _nanmean0(a: np.ndarray) -> np.ndarray:
@@ -99,9 +113,24 @@ def _level_max(aer_kl: np.ndarray) -> np.ndarray:
         return np.nan_to_num(np.nanmax(aer_kl, axis=1), nan=0.0)
 
 
-def _ci(n: int, stat: Callable[[np.ndarray], float], n_resamples: int, seed: int) -> list[float]:
+def _ci(n: int, stat: Callable[[np.ndarray], float], n_resamples: int, seed: int) -> list[float | None]:
+    """95% bootstrap CI of ``stat(idx)`` over instance indices; ``None`` bounds where the
+    statistic is undefined on some resample (e.g. a ratio whose base is 0)."""
     lo, hi = bootstrap_ci(np.arange(n), stat, n_resamples=n_resamples, seed=seed)
-    return [round(lo, 6), round(hi, 6)]
+    return [_r(lo), _r(hi)]
+
+
+def _pr_aer(g: _Grid, idx: np.ndarray, j: int | None = None) -> tuple[float, float]:
+    """``(PR, AER_max)`` of grid ``g`` over instance rows ``idx``: averaged over k, or at
+    the k of column ``j``."""
+    cols = slice(None) if j is None else slice(j, j + 1)
+    pr_k = _nanmean0(g.correct[idx, cols])
+    aer_max_k = _level_max(_nanmean0(g.ext[idx, cols]))
+    return float(np.mean(pr_k)), float(np.mean(aer_max_k))
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else float("nan")
 
 
 def _r(x: float) -> float | None:
@@ -213,12 +242,36 @@ def compute_metrics(
             def delta(idx: np.ndarray, g=g, g0=g0) -> float:
                 return _row_stats(g0, idx)["AER_max"] - _row_stats(g, idx)["AER_max"]
 
-            row["delta_S"] = _r(delta(all_idx))
-            row["delta_S_ci"] = _ci(n, delta, n_resamples, seed)
-            base = _row_stats(g0, all_idx)["AER_max"]
-            row["delta_S_relative"] = _r(row["delta_S"] / base) if base > 0 else None
+            def rel(idx: np.ndarray, g=g, g0=g0) -> float:
+                a0, a = _pr_aer(g0, idx)[1], _pr_aer(g, idx)[1]
+                return _ratio(a0 - a, a0)
+
+            def pr_cost(idx: np.ndarray, g=g, g0=g0) -> float:
+                return _pr_aer(g0, idx)[0] - _pr_aer(g, idx)[0]
+
+            def pr_cost_rel(idx: np.ndarray, g=g, g0=g0) -> float:
+                p0 = _pr_aer(g0, idx)[0]
+                return _ratio(p0 - _pr_aer(g, idx)[0], p0)
+
+            for key, fn in (("delta_S", delta), ("delta_S_relative", rel), ("PR_cost", pr_cost),
+                            ("PR_cost_relative", pr_cost_rel)):
+                row[key] = _r(fn(all_idx))
+                row[f"{key}_ci"] = _ci(n, fn, n_resamples, seed)
         else:
-            row["delta_S"], row["delta_S_ci"], row["delta_S_relative"] = None, [None, None], None
+            for key in ("delta_S", "delta_S_relative", "PR_cost", "PR_cost_relative"):
+                row[key], row[f"{key}_ci"] = None, [None, None]
+        # Effect of k: the value at the largest k minus the value at the smallest (paired
+        # over instances); None with a single k.
+        for pos, key in ((0, "k_effect_PR"), (1, "k_effect_AER_max")):
+            if len(ks) > 1:
+
+                def k_eff(idx: np.ndarray, g=g, pos=pos) -> float:
+                    return _pr_aer(g, idx, len(ks) - 1)[pos] - _pr_aer(g, idx, 0)[pos]
+
+                row[key] = _r(k_eff(all_idx))
+                row[f"{key}_ci"] = _ci(n, k_eff, n_resamples, seed)
+            else:
+                row[key], row[f"{key}_ci"] = None, [None, None]
         by_S.append(row)
 
     frontier = []
@@ -236,7 +289,9 @@ def compute_metrics(
                     "S": S,
                     "k": k,
                     "PR": _r(pr_k[j]),
+                    "PR_ci": _ci(n, lambda idx, g=g, j=j: _pr_aer(g, idx, j)[0], n_resamples, seed),
                     "AER_max": _r(_level_max(aer_kl[j : j + 1])[0]),
+                    "AER_max_ci": _ci(n, lambda idx, g=g, j=j: _pr_aer(g, idx, j)[1], n_resamples, seed),
                     **{f"AER_{name}": _r(aer_kl[j, lv]) for lv, name in enumerate(LEVELS)},
                     "PR_study": _r(prs_k[j]),
                     "AER_max_normalized": _r(_level_max(aern_kl[j : j + 1])[0]),
@@ -248,7 +303,13 @@ def compute_metrics(
                     "S": S,
                     "k": k,
                     "context_exposure": _r(float(np.nanmean(g.exposure[:, j, :]))),
+                    "context_exposure_ci": _ci(
+                        n, lambda idx, g=g, j=j: float(np.nanmean(g.exposure[idx, j, :])), n_resamples, seed
+                    ),
                     "extraction": _r(float(np.nanmean(g.ext[:, j, :]))),
+                    "extraction_ci": _ci(
+                        n, lambda idx, g=g, j=j: float(np.nanmean(g.ext[idx, j, :])), n_resamples, seed
+                    ),
                     **{f"context_exposure_{name}": _r(exp_kl[j, lv]) for lv, name in enumerate(LEVELS)},
                 }
             )
@@ -260,8 +321,19 @@ def compute_metrics(
         if r["phase"] == "forget" and r["mode"] not in mode_order:
             mode_order.append(r["mode"])
     modes = sorted(modes, key=lambda sm: (sm[0], mode_order.index(sm[1])))
+    # A tier the design does not have at S (e.g. no summary tier at S=0): no forget-phase
+    # retrieval from it returned a chunk, in any mode. Its FRS is not measured (None).
+    # Records without ``retrieved_ids`` count as having the tier.
+    has_tier: dict[int, set[str]] = defaultdict(set)
+    for r in calls:
+        if r["phase"] == "forget" and r.get("tier") and (
+            "retrieved_ids" not in r or r["retrieved_ids"]
+        ):
+            has_tier[r["S"]].add(r["tier"])
     for S, mode in modes:
         row = {"S": S, "mode": mode}
+        present = [t for t in TIER_NAMES if t in has_tier[S]]
+        row["tiers_measured"] = present
 
         def aer_max_tier(idx: np.ndarray, tier: str, S=S, mode=mode, norm: bool = False) -> float:
             g = after.get((S, mode, tier))
@@ -271,13 +343,16 @@ def compute_metrics(
 
         for suffix, norm in (("", False), ("_normalized", True)):
             for tier in TIER_NAMES:
-                row[f"FRS_{tier}{suffix}"] = _r(aer_max_tier(all_idx, tier, norm=norm))
-                row[f"FRS_{tier}{suffix}_ci"] = _ci(
-                    n, lambda idx, t=tier, nm=norm: aer_max_tier(idx, t, norm=nm), n_resamples, seed
-                )
+                if tier in present:
+                    row[f"FRS_{tier}{suffix}"] = _r(aer_max_tier(all_idx, tier, norm=norm))
+                    row[f"FRS_{tier}{suffix}_ci"] = _ci(
+                        n, lambda idx, t=tier, nm=norm: aer_max_tier(idx, t, norm=nm), n_resamples, seed
+                    )
+                else:
+                    row[f"FRS_{tier}{suffix}"], row[f"FRS_{tier}{suffix}_ci"] = None, [None, None]
 
-            def worst(idx: np.ndarray, norm: bool = norm) -> float:
-                return max(aer_max_tier(idx, t, norm=norm) for t in TIER_NAMES)
+            def worst(idx: np.ndarray, norm: bool = norm, present=present) -> float:
+                return max((aer_max_tier(idx, t, norm=norm) for t in present), default=0.0)
 
             row[f"FRS_worst{suffix}"] = _r(worst(all_idx))
             row[f"FRS_worst{suffix}_ci"] = _ci(n, worst, n_resamples, seed)
@@ -294,6 +369,11 @@ def compute_metrics(
             for surface, count in f["counts"].items():
                 totals[surface] += int(count)
                 with_residue[surface] += int(count > 0)
+        row["forensic_n"] = len(fr)
+        # Instances with a copy on any on-disk surface of the store (``disk_*``).
+        row["forensic_instances_disk"] = sum(
+            1 for f in fr if any(int(c) > 0 for s, c in f["counts"].items() if s.startswith("disk_"))
+        )
         row["forensic_copies"] = dict(sorted(totals.items()))
         row["forensic_instances"] = dict(sorted(with_residue.items()))
         row["forensic_total"] = int(sum(totals.values()))
@@ -303,7 +383,7 @@ def compute_metrics(
                 for i in range(n)
                 if any(
                     (g := after.get((S, mode, t))) is not None and np.nanmax(g.ext[i]) > 0
-                    for t in TIER_NAMES
+                    for t in present
                 )
             )
         )

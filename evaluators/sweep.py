@@ -39,8 +39,9 @@ Output directory (``--out``):
 ``hypotheses.jsonl``
     LongMemEval's format ``{"question_id", "hypothesis"}`` for the first S and the
     largest k; ``hypotheses/S{S}_k{k}.jsonl`` for every design.
-``report.md``, ``report.html``, ``frontier.png``, ``probes.png``, ``frs.png``
-    :func:`evaluators.report.write_report`.
+``report.md``, ``report.html``, ``frontier.png``, ``probes.png``, ``frs.png``, ``forensic.png``
+    :func:`evaluators.report.write_report` (the study's findings checked on the run
+    are also stored as ``findings`` in ``metrics.json``).
 ``llm_cache.sqlite``
     the LLM cache shared by all units: no prompt is sent twice in a sweep, nor
     again after ``--resume``.
@@ -68,6 +69,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from tqdm import tqdm
 
 from evaluators.aggregate import compute_metrics
+from evaluators.findings import evaluate_findings
 from evaluators.metrics import answers_correct
 from evaluators.pool import WorkerDied, run_tasks
 from evaluators.probes import LEVELS, extracted, probes_for
@@ -827,6 +829,7 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
         "cache_hits": sum(m.get("cache_hits", 0) for m in markers),
         "scored_calls": sum(1 for r in records if r["type"] == "call"),
     }
+    metrics["findings"] = evaluate_findings(metrics, config.model_dump())
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
 
     hyp_dir = out / "hypotheses"
@@ -951,6 +954,11 @@ def register_cli(app: typer.Typer) -> None:
                 f"  S={row['S']}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={row['PUA']:.2f}"
             )
         typer.echo(f"  report: {out / 'report.md'}")
+        from evaluators.report import canary_sentence, hypotheses_with_canaries
+
+        line = canary_sentence(hypotheses_with_canaries(out))
+        if line:
+            typer.echo("  " + line.replace("**", ""))
         if config.keep_stores:
             typer.echo(f"  forgotten stores: {out / 'stores'} (scan one with `memkit residue DIR/chroma SECRET`)")
 

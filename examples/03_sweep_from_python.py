@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"  S={row['S']}: PR={row['PR']:.2f}  AER_max={row['AER_max']:.2f}  PUA={row['PUA']:.2f}")
     print("\nforgetting residue (AER_max after forget, per tier):")
     for row in metrics["frs"]:
-        frs = ", ".join(f"{k}={row[k]:.2f}" for k in ("FRS_raw", "FRS_summary", "FRS_worst"))
+        # None: the design has no such tier at this S (nothing to measure), printed n/a.
+        frs = ", ".join(f"{k}=" + ("n/a" if row[k] is None else f"{row[k]:.2f}")
+                        for k in ("FRS_raw", "FRS_summary", "FRS_worst"))
         print(f"  S={row['S']} mode={row['mode']}: {frs}; PR_after={row['PR_after']:.2f}; "
               f"forensic copies of the canary left: {row['forensic_total']}")
     print(f"\nfiles: {sorted(p.name for p in out.iterdir())}")

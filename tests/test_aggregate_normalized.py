@@ -79,7 +79,7 @@ def test_normalized_frs_by_hand(metrics):
 
 
 def test_report_tables_show_both(metrics):
-    by_title = {t: (h, rows) for t, h, rows in tables(metrics, {"model": "m"})}
+    by_title = {t: (h, rows) for t, h, rows, _legend in tables(metrics, {"model": "m"})}
     (title,) = [t for t in by_title if t.startswith("PR under both rules")]
     header, rows = by_title[title]
     assert header[:5] == ["S", "PR (lme)", "PR (study)", "AER_max exact", "AER_max normalized"]

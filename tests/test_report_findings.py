@@ -1,0 +1,199 @@
+"""report.md for a synthetic run (hand-built records) and for a small real-sample sweep:
+findings first, relative ΔS, n/a FRS, legends, forensic residue in words, canaries in
+hypotheses (counted with memkit.matching, masked by --redact-hypotheses)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from evaluators.aggregate import compute_metrics
+from evaluators.findings import evaluate_findings, study_findings
+from evaluators.report import register_cli, write_report
+from evaluators.sweep import register_cli as register_sweep
+from memkit.matching import contains_secret
+
+CANARY = {"A": "XQ7-VIOLET-3829", "B": "KT2-AMBER-1044", "C": "PL9-OLIVE-7310"}
+
+
+def _call(S, q, k, *, kind, correct=None, exact=0, phase="main", mode=None, tier=None, retrieved=("c",)):
+    return {"type": "call", "S": S, "question_id": q, "k": k, "phase": phase, "mode": mode, "tier": tier,
+            "query_kind": kind, "correct": correct, "level": "direct" if kind == "probe" else None,
+            "extraction": {"exact": exact} if kind == "probe" else None, "context_exposed": bool(exact),
+            "retrieved_ids": list(retrieved)}
+
+
+def _records() -> list[dict]:
+    """S in (0, 1), k in (1, 2), instances A, B, C. S=0 leaks everywhere, S=1 in A only;
+    raw_only leaves disk copies in every instance, full_purge none."""
+    r = []
+    for S in (0, 1):
+        for k in (1, 2):
+            for q in "ABC":
+                r.append(_call(S, q, k, kind="question", correct=(q == "A")))
+                r.append(_call(S, q, k, kind="probe", exact=int(S == 0 or q == "A")))
+    for S in (0, 1):
+        for mode in ("raw_only", "full_purge"):
+            f = {"phase": "forget", "mode": mode}
+            for k in (1, 2):
+                for q in "ABC":
+                    r.append(_call(S, q, k, kind="probe", exact=0, tier="raw", **f))
+                    leak = int(S == 1 and mode == "raw_only" and q == "A")
+                    r.append(_call(S, q, k, kind="probe", exact=leak, tier="summary",
+                                   retrieved=("c",) if S else (), **f))
+            for q in "ABC":
+                n = 1 if mode == "raw_only" else 0
+                r.append({"type": "forensics", "S": S, "mode": mode, "question_id": q,
+                          "counts": {"disk_sqlite": 3 * n, "disk_log": n, "text_raw": 0}})
+    r += [{"type": "canary", "S": 0, "question_id": q, "value": v} for q, v in CANARY.items()]
+    return r
+
+
+@pytest.fixture()
+def synthetic_run(tmp_path) -> Path:
+    out = tmp_path / "run"
+    out.mkdir()
+    recs = _records()
+    metrics = compute_metrics(recs, n_resamples=100, seed=0)
+    metrics["model"] = metrics["summarizer_model"] = "extractive"
+    metrics["findings"] = evaluate_findings(metrics)
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    config = {"data": "/data/longmemeval_oracle.json", "model": "extractive", "summarizer_model": None,
+              "base_url": None, "synthetic_turns": [6, 10], "ks": [1, 2], "n_resamples": 100}
+    (out / "config.json").write_text(json.dumps(config))
+    (out / "results.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    hyps = [
+        {"question_id": "A", "hypothesis": "Your token is xq7 violet 3829."},  # another spelling
+        {"question_id": "B", "hypothesis": "You like hiking."},
+        {"question_id": "C", "hypothesis": "XQ7-VIOLET-3829"},  # A's canary, not C's
+    ]
+    text = "\n".join(json.dumps(h) for h in hyps) + "\n"
+    (out / "hypotheses.jsonl").write_text(text)
+    (out / "hypotheses").mkdir()
+    (out / "hypotheses" / "S0_k1.jsonl").write_text(text)
+    return out
+
+
+def _sections(md: str) -> list[str]:
+    return re.findall(r"^## (.+)$", md, flags=re.M)
+
+
+def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(synthetic_run):
+    md = write_report(synthetic_run).read_text()
+    sections = _sections(md)
+    assert sections[0] == "Findings of the study on this run"
+    n = len(study_findings()["findings"])
+    assert f"Of {n} findings:" in md
+    findings_block = md.split("## ")[1]
+    assert findings_block.count("\n| ") == n + 1  # header + one row per finding
+    assert "| not testable with this backend (see below) |" in findings_block
+    assert findings_block.count("The extractive summarizer keeps first-person sentences") == 1
+    # Relative ΔS: AER_max S=0 = 1, S=1 = 1/3 -> cut of 67%, shown beside ΔS = 0.67.
+    t2 = md.split("## Table 2")[1].split("##")[0]
+    row_s1 = next(line for line in t2.splitlines() if line.startswith("| extractive | 1 |"))
+    assert "0.67 [" in row_s1 and "−67% [" in row_s1
+    # FRS summary at S=0: the design has no summary tier there.
+    frs = md.split("## Forgetting residue")[1].split("##")[0]
+    row = next(line for line in frs.splitlines() if line.startswith("| 0 | raw_only |"))
+    assert row.split(" | ")[3] == "n/a"
+    row = next(line for line in frs.splitlines() if line.startswith("| 1 | raw_only |"))
+    assert row.split(" | ")[3].startswith("0.33 [")
+    # A legend under every table defines its columns.
+    for title in ("Table 2", "Forgetting residue", "Frontier and pipeline"):
+        block = md.split(f"## {title}")[1].split("\n## ")[0]
+        legend = [line for line in block.splitlines()[1:] if line and not line.startswith("|")]
+        assert legend and "`" in legend[0], title
+    assert "`context exposure`" in md and "`forensic copies`" in md and "`recoverable`" in md
+    # Configuration: only options that apply (real data, no base_url).
+    cfg = md.split("## Configuration")[1]
+    assert "synthetic_turns" not in cfg and "base_url" not in cfg and "summarizer_model" not in cfg
+    assert "| model | \"extractive\" |" in cfg
+    for png in ("frontier.png", "probes.png", "frs.png", "forensic.png"):
+        assert (synthetic_run / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in md
+
+
+def test_forensic_residue_is_said_in_words(synthetic_run):
+    md = write_report(synthetic_run).read_text()
+    notes = md.split("## What to know before citing this run")[1].split("\n## ")[0]
+    # raw_only: 6 of 6 instances (S=0,1) with disk_sqlite and disk_log copies.
+    assert "**`raw_only` leaves copies of the secret on disk in 100% of instances** (6 of 6 over S=0,1)" in notes
+    assert "disk_sqlite 100%" in notes and "disk_log 100%" in notes
+    assert "full_purge" not in notes
+
+
+def test_canaries_in_hypotheses_are_counted_and_masked(synthetic_run):
+    md = write_report(synthetic_run).read_text()
+    # A's answer holds A's canary (another spelling); C's answer holds A's canary too.
+    assert "2 of 3 answers in `hypotheses.jsonl`, 4 of 6 answers over all hypotheses files" in md
+    md = write_report(synthetic_run, redact_hypotheses=True).read_text()
+    assert "4 of 6 answers over all hypotheses files contained a planted canary; they have been masked" in md
+    for path in (synthetic_run / "hypotheses.jsonl", synthetic_run / "hypotheses" / "S0_k1.jsonl"):
+        hyps = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [h["question_id"] for h in hyps] == ["A", "B", "C"]
+        assert hyps[0]["hypothesis"] == "Your token is [REDACTED]."
+        assert hyps[1]["hypothesis"] == "You like hiking."
+        assert hyps[2]["hypothesis"] == "[REDACTED]"
+        assert not any(contains_secret(h["hypothesis"], c) for h in hyps for c in CANARY.values())
+    md = write_report(synthetic_run).read_text()
+    assert "No answer in the hypotheses files (6 answers) contains a planted canary." in md
+
+
+def test_report_cli_counts_and_redacts(synthetic_run):
+    app = typer.Typer()
+    register_cli(app)
+
+    @app.command("noop")
+    def _noop() -> None:  # a second command, so typer keeps `report` as a subcommand
+        pass
+
+    res = CliRunner().invoke(app, ["report", str(synthetic_run)])
+    assert res.exit_code == 0, res.output
+    assert "4 of 6 answers over all hypotheses files contain a planted canary" in res.output
+    res = CliRunner().invoke(app, ["report", str(synthetic_run), "--redact-hypotheses"])
+    assert res.exit_code == 0, res.output
+    assert "No answer in the hypotheses files" in res.output
+    assert not contains_secret((synthetic_run / "hypotheses.jsonl").read_text(), CANARY["A"])
+
+
+def test_damaged_hypotheses_line_is_named(synthetic_run):
+    (synthetic_run / "hypotheses.jsonl").write_text('{"question_id": "A"}\n')
+    with pytest.raises(ValueError, match=r"hypotheses.jsonl:1: not a hypothesis record"):
+        write_report(synthetic_run)
+
+
+def test_real_sample_report(sample_path, tmp_path):
+    out = tmp_path / "real"
+    app = typer.Typer()
+    register_sweep(app)
+    register_cli(app)
+    res = CliRunner().invoke(app, [
+        "sweep", "--data", str(sample_path), "--n", "2", "--seed", "1", "--summary-levels", "0,1",
+        "--k", "1,3", "--deletion-modes", "none,raw_only,full_purge", "--n-resamples", "50",
+        "--out", str(out), "--quiet",
+    ])
+    assert res.exit_code == 0, res.output
+    # The sweep's CLI says whether hypotheses hold a planted canary.
+    assert "planted canary" in res.output
+    on_disk = json.loads((out / "metrics.json").read_text())
+    metrics = compute_metrics(
+        [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()], n_resamples=50, seed=1
+    )
+    assert on_disk["findings"] == evaluate_findings(metrics, {"model": "extractive"})
+    assert [f["id"] for f in on_disk["findings"]] == [f["id"] for f in study_findings()["findings"]]
+    by_id = {f["id"]: f for f in on_disk["findings"]}
+    assert by_id["summary_cuts_aer"]["verdict"] == "not testable"  # extractive summarizer
+    assert by_id["resummarize_leaves_residue"]["verdict"] == "not testable"  # mode not run
+    for r in on_disk["frontier"]:
+        assert r["PR_ci"][0] <= r["PR"] <= r["PR_ci"][1]
+        assert r["AER_max_ci"][0] <= r["AER_max"] <= r["AER_max_ci"][1]
+    for r in on_disk["frs"]:
+        assert (r["FRS_summary"] is None) == (r["S"] == 0), r
+    md = (out / "report.md").read_text()
+    assert _sections(md)[0] == "Findings of the study on this run"
+    assert (out / "forensic.png").is_file()
+    assert "answers in `hypotheses.jsonl`" in md or "No answer in the hypotheses files" in md
