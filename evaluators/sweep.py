@@ -15,12 +15,19 @@ For N instances (one canary planted in each) and each summary level S, a *unit*
    restricted to each tier (FRS per tier) and the question with the design's tiers
    (PR after the forget).
 
+Each unit runs a memory design (:mod:`graphs.designs`; ``--design``, default
+``study``, the source study's pipeline) through its compiled write and read graphs:
+the design's summarizer, retriever and responder are the nodes called. Several
+designs (``--design`` repeated) run one after another into ``--out/<design>/``
+with one shared LLM cache, and :mod:`evaluators.compare` writes their comparison
+into ``--out``.
+
 Output directory (``--out``):
 
 ``config.json``
     the run's configuration (a resumed run must match it).
 ``results.jsonl``
-    one ``{"type": "call", ...}`` record per scored call: ``unit``, ``question_id``,
+    one ``{"type": "call", ...}`` record per scored call: ``design``, ``unit``, ``question_id``,
     ``question_type``, ``S``, ``k``, ``phase`` (``main``/``forget``), ``mode``,
     ``tier`` (retrieval tier restriction in the residue phase; ``null`` = the
     design's tiers), ``query_kind`` (``question``/``probe``), ``level``,
