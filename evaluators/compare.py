@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from evaluators.aggregate import LEVELS, _Grid, _row_stats
+from evaluators.aggregate import _Grid, _row_stats
 from evaluators.metrics import bootstrap_ci
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run", "register_cli"]
@@ -363,6 +363,3 @@ def register_cli(app: typer.Typer) -> None:
         for d in result["differences"]:
             typer.echo(f"  {d['A']} − {d['B']} S={d['S']}: "
                        + ", ".join(f"Δ{m}={d[f'{m}_diff']:+.2f}{_ci_txt(d[f'{m}_diff_ci'])}" for m in METRICS))
-
-
-_ = LEVELS  # the probe levels the grids use (evaluators.aggregate.LEVELS)
