@@ -15,12 +15,19 @@ For N instances (one canary planted in each) and each summary level S, a *unit*
    restricted to each tier (FRS per tier) and the question with the design's tiers
    (PR after the forget).
 
+Each unit runs a memory design (:mod:`graphs.designs`; ``--design``, default
+``study``, the source study's pipeline) through its compiled write and read graphs:
+the design's summarizer, retriever and responder are the nodes called. Several
+designs (``--design`` repeated) run one after another into ``--out/<design>/``
+with one shared LLM cache, and :mod:`evaluators.compare` writes their comparison
+into ``--out``.
+
 Output directory (``--out``):
 
 ``config.json``
     the run's configuration (a resumed run must match it).
 ``results.jsonl``
-    one ``{"type": "call", ...}`` record per scored call: ``unit``, ``question_id``,
+    one ``{"type": "call", ...}`` record per scored call: ``design``, ``unit``, ``question_id``,
     ``question_type``, ``S``, ``k``, ``phase`` (``main``/``forget``), ``mode``,
     ``tier`` (retrieval tier restriction in the residue phase; ``null`` = the
     design's tiers), ``query_kind`` (``question``/``probe``), ``level``,
@@ -73,9 +80,8 @@ from evaluators.findings import evaluate_findings
 from evaluators.metrics import answers_correct
 from evaluators.pool import WorkerDied, run_tasks
 from evaluators.probes import LEVELS, extracted, probes_for
+from graphs.designs import MemoryDesign, is_store_topk, resolve_design
 from graphs.forget import DELETION_MODES, forget
-from graphs.memory import build_write_graph
-from graphs.nodes import make_responder, make_summarizer, tiers_for
 from memkit import residue
 from memkit.cache import LLMCache
 from memkit.canaries import plant
@@ -129,6 +135,9 @@ class SweepConfig(BaseModel):
         workers: parallel processes (not part of the run's identity).
         keep_stores: also keep each deletion mode's forgotten store under
             ``--out/stores`` for ``memkit residue`` (not part of the identity).
+        design: the memory design (:func:`graphs.designs.resolve_design`: a
+            built-in name or ``module:factory``); ``study`` is the source study's
+            pipeline. Several designs: ``run_sweep(config, out, designs=[...])``.
     """
 
     data: str = "synthetic"
@@ -147,6 +156,7 @@ class SweepConfig(BaseModel):
     n_resamples: int = Field(1000, ge=1)
     workers: int = Field(1, ge=1)
     keep_stores: bool = False
+    design: str = "study"
 
     @field_validator("summary_levels")
     @classmethod
@@ -193,6 +203,8 @@ class SweepConfig(BaseModel):
         """The fields that define the run's results (all but :data:`_NOT_IDENTITY`), plus the
         SHA-256 of the data file, so a resume over changed data is refused."""
         ident = self.model_dump(exclude=_NOT_IDENTITY)
+        if ident.get("design") == "study":
+            del ident["design"]  # runs from before designs existed resume unchanged
         if self.data != "synthetic":
             ident["data_sha256"] = _file_sha256(self.data)
         return ident
@@ -303,6 +315,74 @@ class _Responses:
         self.memo[key] = text
         return text, dt
 
+    def text(self, query: str, chunks: list[Chunk]) -> str:
+        """As a :data:`graphs.nodes.Responder` (the read graph's respond node); the
+        latency of the call is left in :attr:`last_latency`."""
+        text, self.last_latency = self(query, list(chunks))
+        return text
+
+
+class _Retrievals:
+    """The design's retriever over one store state, called once per (query, tiers,
+    namespace) at the largest k when the design's rankings are prefixes
+    (``prefix_retrieval``), else once per k; the read graph gets the k-prefix.
+
+    The default cosine top-k retriever is batched: :meth:`prime` embeds all of a
+    phase's queries in one ``store.search_many`` call."""
+
+    def __init__(self, retriever: Callable[..., list[Chunk]], store: TieredMemoryStore, kmax: int,
+                 prefix: bool) -> None:
+        self.retriever = retriever
+        self.store = store
+        self.kmax = kmax
+        self.prefix = prefix
+        self.memo: dict[tuple[str, tuple[str, ...], str | None, int | None], list[Chunk]] = {}
+
+    def prime(self, queries: Sequence[str], tiers: Sequence[str], namespace: str | None) -> None:
+        if not (self.prefix and is_store_topk(self.retriever)):
+            return
+        tiers = tuple(tiers)
+        todo = [q for q in dict.fromkeys(queries) if (q, tiers, namespace, None) not in self.memo]
+        if todo:
+            ranked = self.store.search_many(todo, self.kmax, tiers=tiers, namespace=namespace)
+            for q, chunks in zip(todo, ranked, strict=True):
+                self.memo[(q, tiers, namespace, None)] = chunks
+
+    def __call__(self, query: str, k: int, tiers: Sequence[str], namespace: str | None = None) -> list[Chunk]:
+        key = (query, tuple(tiers), namespace, None if self.prefix else k)
+        if key not in self.memo:
+            self.memo[key] = list(self.retriever(query, self.kmax if self.prefix else k, tuple(tiers), namespace))
+        return self.memo[key][:k]
+
+
+class _ReadPath:
+    """A design's compiled read graph over one store state, with the sweep's
+    retrieval memo (:class:`_Retrievals`) and response memo (:class:`_Responses`) as
+    its nodes' wrappers."""
+
+    def __init__(self, design: MemoryDesign, store: TieredMemoryStore, respond: _Responses, kmax: int) -> None:
+        self.retrievals = _Retrievals(design.retriever(store), store, kmax, design.prefix_retrieval)
+        self.respond = respond
+        self.graph = design.read_graph(store, retriever=self.retrievals, responder=respond.text)
+        self.answered: dict[tuple[Any, ...], str] = {}
+
+    def read(self, query: str, k: int, tiers: Sequence[str], namespace: str) -> tuple[list[Chunk], str, float]:
+        """``(chunks, response, latency_s)`` of one pass through the read graph.
+
+        When the design's rankings are prefixes and this query's ranking is known, a
+        k whose prefix equals one already answered (the scope holds fewer chunks than
+        k) is not run again: the graph would return that very prefix and the
+        memoized response (latency 0)."""
+        ranking = self.retrievals.memo.get((query, tuple(tiers), namespace, None)) if self.retrievals.prefix else None
+        if ranking is not None:
+            key = (query, tuple(tiers), namespace, tuple((c.id, c.text) for c in ranking[:k]))
+            if key in self.answered:
+                return ranking[:k], self.answered[key], 0.0
+        state = self.graph.invoke({"query": query, "namespace": namespace, "k": k, "tiers": list(tiers)})
+        if ranking is not None:
+            self.answered[key] = state["response"]
+        return state["chunks"], state["response"], self.respond.last_latency
+
 
 def _probe_list(kind: str = "token") -> list[tuple[str, str, str]]:
     by_level = probes_for(kind)
@@ -312,23 +392,21 @@ def _probe_list(kind: str = "token") -> list[tuple[str, str, str]]:
 def _calls_for_queries(
     *,
     base: dict[str, Any],
-    store: TieredMemoryStore,
+    path: _ReadPath,
     namespace: str,
     tiers: Sequence[str],
     ks: Sequence[int],
     queries: list[tuple[str, str | None, str | None, str]],
     secret: str,
     expected: str,
-    respond: _Responses,
 ) -> list[dict[str, Any]]:
-    """Retrieve once at max(ks) per query, respond per k-prefix, score extraction."""
-    kmax = max(ks)
-    ranked = store.search_many([q[3] for q in queries], kmax, tiers=tuple(tiers), namespace=namespace)
+    """Each query and k through the design's read graph (retrieval once per query at
+    max(ks), responses reused for identical contexts), score extraction."""
+    path.retrievals.prime([q[3] for q in queries], tiers, namespace)
     out = []
-    for (kind, level, template_id, text), chunks in zip(queries, ranked, strict=True):
+    for kind, level, template_id, text in queries:
         for k in ks:
-            prefix = chunks[:k]
-            response, latency = respond(text, prefix)
+            prefix, response, latency = path.read(text, k, tiers, namespace)
             rec = {
                 **base,
                 "k": k,
@@ -374,8 +452,9 @@ def run_unit(
     model: Any = None,
     summarizer_model: Any = None,
     stores_dir: str | Path | None = None,
+    design: MemoryDesign | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Run one unit (instance × S) of the sweep.
+    """Run one unit (instance × S) of the sweep through a design's compiled graphs.
 
     Args:
         config: the sweep's configuration.
@@ -387,6 +466,8 @@ def run_unit(
             ``config.summarizer_model`` (benchmarks pass counting fakes).
         stores_dir: if given, each deletion mode's forgotten store (Chroma directory
             and LLM cache) is kept under ``stores_dir/<question_id>/S<S>/<mode>/``.
+        design: the :class:`graphs.designs.MemoryDesign` (default: ``config.design``
+            resolved); its summarizer, retriever and responder are the nodes called.
 
     Returns:
         ``(records, counts)``: the unit's records in canonical order and its
@@ -401,10 +482,12 @@ def run_unit(
     summ_spec = summarizer_model or (
         _shared_model(config.summarizer_model, config) if config.summarizer_model else resp_spec
     )
-    summarizer = make_summarizer(summ_spec, cache=cache)
-    respond = _Responses(make_responder(resp_spec, cache=cache))
+    design = design or resolve_design(config.design)
+    summarizer = design.summarizer(summ_spec, cache=cache)
+    respond = _Responses(design.responder(resp_spec, cache=cache))
     base = {
         "type": "call",
+        "design": design.name,
         "unit": unit,
         "question_id": instance.question_id,
         "question_type": instance.question_type,
@@ -413,6 +496,7 @@ def run_unit(
     records: list[dict[str, Any]] = [
         {
             "type": "canary",
+            "design": design.name,
             "unit": unit,
             "question_id": instance.question_id,
             "S": S,
@@ -423,7 +507,7 @@ def run_unit(
     ]
     store = TieredMemoryStore(collection=_collection(unit))
     try:
-        write = build_write_graph(store, summarizer=summarizer)
+        write = design.write_graph(store, summarizer=summarizer)
         for session_id, date, turns in planted.sessions():
             write.invoke(
                 {
@@ -438,14 +522,13 @@ def run_unit(
         probes = [("probe", lv, tid, text) for lv, tid, text in _probe_list()]
         main = _calls_for_queries(
             base={**base, "phase": "main", "mode": None, "tier": None},
-            store=store,
+            path=_ReadPath(design, store, respond, max(config.ks)),
             namespace=namespace,
-            tiers=tiers_for(S),
+            tiers=design.tiers_for(S),
             ks=config.ks,
             queries=questions + probes,
             secret=secret,
             expected=instance.answer_text,
-            respond=respond,
         )
         records += main
         for mode in config.deletion_modes:
@@ -453,6 +536,7 @@ def run_unit(
                 config, store, mode, S=S, namespace=namespace, secret=secret, base=base,
                 expected=instance.answer_text, questions=questions, probes=probes,
                 summarizer_spec=summ_spec, cache=cache, respond=respond, stores_dir=stores_dir,
+                design=design,
             )
     finally:
         store.close()
@@ -477,6 +561,7 @@ def _residue_phase(
     cache: LLMCache | None,
     respond: _Responses,
     stores_dir: str | Path | None = None,
+    design: MemoryDesign | None = None,
 ) -> list[dict[str, Any]]:
     """Forget with ``mode`` on a copy of the unit's memory; measure FRS, PR after, forensics."""
     tmp = Path(tempfile.mkdtemp(prefix=f"memkit-{mode}-"))
@@ -491,17 +576,19 @@ def _residue_phase(
             if cache is not None:
                 shutil.copyfile(cache.path, tmp / "llm_cache.sqlite")
                 mode_cache = LLMCache(tmp / "llm_cache.sqlite")
-            summarizer = make_summarizer(summarizer_spec, cache=mode_cache)
+            design = design or resolve_design(config.design)
+            summarizer = design.summarizer(summarizer_spec, cache=mode_cache)
             result = forget(copy, secret, mode, namespace=namespace, S=S, summarizer=summarizer, cache=mode_cache)
             fbase = {**base, "phase": "forget", "mode": mode}
+            path = _ReadPath(design, copy, respond, max(config.ks))
             for tier in TIERS:
                 out += _calls_for_queries(
-                    base={**fbase, "tier": tier}, store=copy, namespace=namespace, tiers=(tier,),
-                    ks=config.ks, queries=probes, secret=secret, expected=expected, respond=respond,
+                    base={**fbase, "tier": tier}, path=path, namespace=namespace, tiers=(tier,),
+                    ks=config.ks, queries=probes, secret=secret, expected=expected,
                 )
             out += _calls_for_queries(
-                base={**fbase, "tier": None}, store=copy, namespace=namespace, tiers=tiers_for(S),
-                ks=config.ks, queries=questions, secret=secret, expected=expected, respond=respond,
+                base={**fbase, "tier": None}, path=path, namespace=namespace, tiers=design.tiers_for(S),
+                ks=config.ks, queries=questions, secret=secret, expected=expected,
             )
         finally:
             copy.close()
@@ -515,6 +602,7 @@ def _residue_phase(
             shutil.copytree(tmp, keep)
         forensics = {
             "type": "forensics",
+            "design": base["design"],
             "unit": base["unit"],
             "question_id": base["question_id"],
             "S": S,
@@ -627,6 +715,8 @@ def run_sweep(
     summarizer_model: Any = None,
     use_cache: bool = True,
     write_outputs: bool = True,
+    designs: Sequence[str | MemoryDesign] | None = None,
+    cache_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a sweep into ``out`` and write its outputs.
 
@@ -640,9 +730,19 @@ def run_sweep(
             (in-process only; ``workers`` must be 1).
         use_cache: use the shared LLM cache (``llm_cache.sqlite``).
         write_outputs: also write metrics, hypotheses and the report.
+        designs: memory designs to run (:class:`graphs.designs.MemoryDesign` objects,
+            built-in names or ``module:factory`` specs; default ``[config.design]``).
+            One design runs into ``out``. Several run one after another into
+            ``out/<design name>/`` (each a complete run; ``--resume`` continues each)
+            sharing one LLM cache ``out/llm_cache.sqlite``, then
+            :func:`evaluators.compare.compare_runs` writes their comparison (paired
+            differences with CIs) into ``out``. A design object (not a name or spec)
+            runs in-process (``workers`` is not used).
+        cache_path: the LLM cache file (default ``out/llm_cache.sqlite``).
 
     Returns:
-        The metrics dict written to ``metrics.json``.
+        The metrics dict written to ``metrics.json``; for several designs
+        ``{"designs": {name: metrics}, "compare": compare.json's content}``.
 
     Everything that can be checked before a run is checked before ``out`` is
     created or changed: the data file (loaded and validated), the model specs
@@ -659,6 +759,17 @@ def run_sweep(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file; give a directory")
+    specs = list(designs) if designs else [config.design]
+    resolved = [resolve_design(d) for d in specs]  # a bad spec fails before out is touched
+    names = [d.name for d in resolved]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--design: two designs share a name ({names}); each needs its own")
+    if len(resolved) > 1:
+        return _run_designs(config, out, specs, resolved, resume=resume, progress=progress, model=model,
+                            summarizer_model=summarizer_model, use_cache=use_cache, write_outputs=write_outputs)
+    spec = specs[0]
+    design_obj = spec if isinstance(spec, MemoryDesign) else None
+    config = config.model_copy(update={"design": spec if isinstance(spec, str) else spec.name})
     instances = load_instances(config)
     if model is None:
         from memkit.models import check_spec
@@ -678,9 +789,29 @@ def run_sweep(
         ) from exc
     try:
         return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
-                           use_cache, write_outputs)
+                           use_cache, write_outputs, design_obj, cache_path)
     finally:
         lock.release()
+
+
+def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign], resolved: list[MemoryDesign],
+                 **kw: Any) -> dict[str, Any]:
+    """Several designs: one complete run per design under ``out/<name>``, one shared
+    LLM cache, then the comparison of the runs in ``out`` (see :func:`run_sweep`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    use_cache = kw.pop("use_cache")
+    write_outputs = kw.pop("write_outputs")
+    cache = str(out / CACHE) if use_cache else None
+    per_design: dict[str, Any] = {}
+    for spec, design in zip(specs, resolved, strict=True):
+        per_design[design.name] = run_sweep(config, out / design.name, designs=[spec], use_cache=use_cache,
+                                            cache_path=cache, write_outputs=write_outputs, **kw)
+    if not write_outputs:
+        return {}
+    from evaluators.compare import compare_runs
+
+    result = compare_runs([out / d.name for d in resolved], out, n_resamples=config.n_resamples, seed=config.seed)
+    return {"designs": per_design, "compare": result}
 
 
 def _run_locked(
@@ -694,6 +825,8 @@ def _run_locked(
     summarizer_model: Any,
     use_cache: bool,
     write_outputs: bool,
+    design_obj: MemoryDesign | None = None,
+    cache_override: str | Path | None = None,
 ) -> dict[str, Any]:
     results = out / RESULTS
     cfg_path = out / "config.json"
@@ -735,7 +868,7 @@ def _run_locked(
         done &= set(order)
         _rewrite(results, keep)  # only intact, completed units of this configuration
     results.touch()
-    cache_path = str(out / CACHE) if use_cache else None
+    cache_path = (str(cache_override) if cache_override else str(out / CACHE)) if use_cache else None
     stores_dir = str(out / "stores") if config.keep_stores else None
     # Temporary store copies (the residue phase) live under --out, never in the
     # system temp dir, and whatever a killed run left there is removed now.
@@ -747,10 +880,11 @@ def _run_locked(
                desc="memkit sweep", dynamic_ncols=True)
     try:
         with open(results, "ab") as fh, _tempdir(work):
-            if config.workers <= 1 or model is not None or summarizer_model is not None:
+            if config.workers <= 1 or model is not None or summarizer_model is not None or design_obj is not None:
                 for inst, S in todo:
                     recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
-                                            summarizer_model=summarizer_model, stores_dir=stores_dir)
+                                            summarizer_model=summarizer_model, stores_dir=stores_dir,
+                                            design=design_obj)
                     _append_unit(fh, recs, _unit_id(inst.question_id, S), counts)
                     bar.update(1)
             else:
@@ -823,6 +957,7 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
     markers = [r for r in records if r["type"] == "unit_done"]
     metrics["model"] = config.model
     metrics["summarizer_model"] = config.summarizer_model or config.model
+    metrics["design"] = next((r["design"] for r in records if r["type"] == "call" and "design" in r), config.design)
     metrics["totals"] = {
         "units": len(markers),
         "llm_calls": sum(m.get("llm_calls", 0) for m in markers),
@@ -897,6 +1032,10 @@ def register_cli(app: typer.Typer) -> None:
         max_tokens: int | None = typer.Option(None, help="Cap on tokens per LLM call."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for CIs."),
         quiet: bool = typer.Option(False, help="No progress bar."),
+        design: list[str] | None = typer.Option(
+            None, "--design",
+            help="Memory design: study, mmr, redacting or module:factory (repeatable; several run "
+                 "into OUT/<name> and are compared). Default: study."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
         from memkit.longmemeval import LongMemEvalError
@@ -930,7 +1069,7 @@ def register_cli(app: typer.Typer) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.showwarning = _echo_warning
-                metrics = run_sweep(config, out, resume=resume, progress=not quiet)
+                metrics = run_sweep(config, out, resume=resume, progress=not quiet, designs=design or None)
         except WorkerDied as exc:
             typer.echo(
                 f"memkit sweep: {exc}. The units finished before it are kept in {out / RESULTS}; "
@@ -948,17 +1087,21 @@ def register_cli(app: typer.Typer) -> None:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
         dt = time.perf_counter() - t0
-        typer.echo(f"memkit sweep: {metrics['totals']['units']} units in {dt:.1f} s -> {out}")
-        for row in metrics["by_S"]:
-            typer.echo(
-                f"  S={row['S']}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={row['PUA']:.2f}"
-            )
-        typer.echo(f"  report: {out / 'report.md'}")
+        by_design = metrics["designs"] if "designs" in metrics else {metrics.get("design", "study"): metrics}
+        units = sum(m["totals"]["units"] for m in by_design.values())
+        typer.echo(f"memkit sweep: {units} units in {dt:.1f} s -> {out}")
+        for name, m in by_design.items():
+            for row in m["by_S"]:
+                typer.echo(
+                    f"  {name} S={row['S']}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={row['PUA']:.2f}"
+                )
+        typer.echo(f"  report: {out / ('compare.md' if 'designs' in metrics else 'report.md')}")
         from evaluators.report import canary_sentence, hypotheses_with_canaries
 
-        line = canary_sentence(hypotheses_with_canaries(out))
-        if line:
-            typer.echo("  " + line.replace("**", ""))
+        for run_dir in ([out / name for name in by_design] if "designs" in metrics else [out]):
+            line = canary_sentence(hypotheses_with_canaries(run_dir))
+            if line:
+                typer.echo(f"  {run_dir.name}: " + line.replace("**", ""))
         if config.keep_stores:
             typer.echo(f"  forgotten stores: {out / 'stores'} (scan one with `memkit residue DIR/chroma SECRET`)")
 

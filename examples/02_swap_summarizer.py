@@ -1,16 +1,16 @@
-"""Example 2: swap the summarizer node for a custom one and compare frontiers.
+"""Example 2: swap the summarizer node for a custom one and compare the designs.
 
-memkit's memory graphs take each node as a plain callable (``graphs.nodes``), so a
-different summarizer is one argument: ``build_write_graph(store, summarizer=...)``.
-Here the default extractive key-fact summarizer (S=1) is compared with a custom one
-that drops every fact holding a credential-shaped string (a word of 8+ letters and
-digits, hyphens ignored, with at least one of each -- e.g. ``XQ7-VIOLET-3829``).
+A memory design is a value (``graphs.designs.MemoryDesign``): a name plus the nodes
+of its write and read graphs. A different summarizer is one field; everything else
+stays the study's pipeline. Here the ``study`` design (extractive key facts at S=1)
+is compared with a ``dropping`` design whose summarizer drops every fact holding a
+credential-shaped string (a word of 8+ letters and digits, hyphens ignored, with at
+least one of each -- e.g. ``XQ7-VIOLET-3829``).
 
-For each summarizer, every instance (one planted canary each) is written through the
-write graph, then the read graph answers the LongMemEval question and every probe
-at each retrieval breadth k. Per k: PR(k) (``evaluators.metrics.answers_correct``)
-and AER_max(k) (``aer_by_level``); the frontier and the Privacy-Utility AUC come from
-``evaluators.metrics.frontier`` / ``privacy_utility_auc`` (DESIGN.md, Measurement).
+``run_sweep(config, out, designs=[...])`` runs both designs through their compiled
+graphs on the same instances and canaries (one run per design under ``--out``, one
+shared LLM cache) and writes ``compare.md``: Table 2 per design and the paired
+differences in PR, AER_max and PUA with bootstrap CIs (``evaluators.compare``).
 
     python examples/02_swap_summarizer.py --n 4 --ks 1,3,6
 """
@@ -21,17 +21,15 @@ import argparse
 import json
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from evaluators.metrics import aer_by_level, answers_correct, frontier, privacy_utility_auc
-from evaluators.probes import LEVELS, PROBES, exact
-from graphs.memory import build_read_graph, build_write_graph
-from graphs.nodes import ExtractiveSummarizer, Summarizer, SummaryItem, make_responder
-from memkit.canaries import plant
-from memkit.longmemeval import synthetic
-from memkit.store import Chunk, TieredMemoryStore
+from evaluators.sweep import SweepConfig, run_sweep
+from graphs.designs import MemoryDesign
+from graphs.nodes import ExtractiveSummarizer, SummaryItem
+from memkit.store import Chunk
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]")
 
@@ -46,7 +44,7 @@ def credential_shaped(text: str) -> bool:
     return False
 
 
-class RedactingSummarizer:
+class DroppingSummarizer:
     """A custom :data:`graphs.nodes.Summarizer`: the extractive summary without facts
     that hold a credential-shaped string."""
 
@@ -57,64 +55,43 @@ class RedactingSummarizer:
         return [item for item in self.inner(chunks, S, prior) if not credential_shaped(item.text)]
 
 
-def frontier_of(summarizer: Summarizer, *, n: int, seed: int, S: int, ks: list[int]) -> dict[str, Any]:
-    """PR(k), AER per level (k) and PUA for one summarizer on ``n`` synthetic instances."""
-    instances = synthetic(n, seed, sessions_per_instance=(2, 4), turns_per_session=(6, 8))
-    responder = make_responder("extractive")
-    answers: dict[int, list[str]] = {k: [] for k in ks}
-    shares: dict[int, dict[str, list[float]]] = {k: {lv: [] for lv in LEVELS} for k in ks}
-    for inst in instances:
-        planted, canary = plant(inst, seed)
-        store = TieredMemoryStore()
-        try:
-            write = build_write_graph(store, summarizer=summarizer)
-            for session_id, date, turns in planted.sessions():
-                write.invoke({"namespace": inst.question_id, "session_id": session_id, "date": date,
-                              "turns": [t.to_dict() for t in turns], "S": S})
-            read = build_read_graph(store, responder=responder)
-            for k in ks:
-                ask = {"namespace": inst.question_id, "k": k, "S": S}
-                answers[k].append(read.invoke({**ask, "query": inst.question})["response"])
-                for level in LEVELS:
-                    hits = [exact(canary.value, read.invoke({**ask, "query": p.text})["response"])
-                            for p in PROBES[level]]
-                    shares[k][level].append(sum(hits) / len(hits))
-        finally:
-            store.close()
-    expected = [inst.answer_text for inst in instances]
-    rows = []
-    for k in ks:
-        pr = sum(answers_correct(answers[k], expected)) / len(instances)
-        rows.append({"k": k, "PR": pr, **{f"AER_{lv}": v for lv, v in aer_by_level(shares[k]).items()}})
-    points = [(r["PR"], r["AER_max"]) for r in rows]
-    return {"rows": rows, "PUA": privacy_utility_auc(points), "frontier": frontier(points)}
+def dropping_design() -> MemoryDesign:
+    """The study's pipeline with :class:`DroppingSummarizer` as its summarizer node."""
+    return MemoryDesign(name="dropping", description="study without credential-shaped summary facts",
+                        summarizer=lambda model, cache=None: DroppingSummarizer())
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Compare the two summarizers; print and return both frontiers."""
+    """Sweep both designs, print and return their frontiers and paired differences."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=4, help="synthetic instances")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--S", type=int, default=1, choices=(1, 2), help="summary level")
     parser.add_argument("--ks", default="1,3,6", help="retrieval breadths, comma-separated")
+    parser.add_argument("--out", type=Path, help="sweep directory (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
     ks = sorted({int(x) for x in args.ks.split(",") if x.strip()})
+    config = SweepConfig(n=args.n, seed=args.seed, summary_levels=[args.S], ks=ks, deletion_modes=[],
+                         synthetic_sessions=[2, 4], synthetic_turns=[6, 8], n_resamples=200)
 
     t0 = time.perf_counter()
-    designs = {"extractive": ExtractiveSummarizer(), "redacting": RedactingSummarizer()}
-    out: dict[str, Any] = {"n": args.n, "S": args.S, "ks": ks, "designs": {}}
-    for name, summarizer in designs.items():
-        res = frontier_of(summarizer, n=args.n, seed=args.seed, S=args.S, ks=ks)
-        out["designs"][name] = res
-        print(f"\nsummarizer {name!r} (S={args.S}): PUA = {res['PUA']:.3f}")
-        print("   k    PR   AER_max  " + "  ".join(f"AER_{lv}" for lv in LEVELS))
-        for r in res["rows"]:
-            print(f"{r['k']:4d}  {r['PR']:.2f}   {r['AER_max']:.2f}     "
-                  + "  ".join(f"{r['AER_' + lv]:.2f}".ljust(len('AER_' + lv)) for lv in LEVELS))
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = args.out or Path(tmp) / "sweep"
+        res = run_sweep(config, out_dir, designs=["study", dropping_design()], progress=False)
+        compare_md = (out_dir / "compare.md").read_text()
+    out: dict[str, Any] = {"n": args.n, "S": args.S, "ks": ks, "designs": {},
+                           "differences": res["compare"]["differences"]}
+    for name, metrics in res["designs"].items():
+        rows = [r for r in metrics["frontier"] if r["S"] == args.S]
+        (by_s,) = [r for r in metrics["by_S"] if r["S"] == args.S]
+        out["designs"][name] = {"rows": rows, "PUA": by_s["PUA"], "PUA_ci": by_s["PUA_ci"]}
     out["seconds"] = round(time.perf_counter() - t0, 2)
-    print(f"\nPUA extractive {out['designs']['extractive']['PUA']:.3f} vs redacting "
-          f"{out['designs']['redacting']['PUA']:.3f} ({out['seconds']} s)")
+    print(compare_md)
+    (d,) = out["differences"]
+    print(f"PUA study {out['designs']['study']['PUA']:.3f} vs dropping {out['designs']['dropping']['PUA']:.3f}; "
+          f"AER_max study - dropping = {d['AER_max_diff']:+.2f} [{d['AER_max_diff_ci'][0]:+.2f}, "
+          f"{d['AER_max_diff_ci'][1]:+.2f}] ({out['seconds']} s)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
     return out

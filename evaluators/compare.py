@@ -1,0 +1,365 @@
+"""Finished sweeps side by side: ``memkit compare RUN_DIR... --out DIR``.
+
+Puts runs of different models, designs or seeds together (the study's Table 2 lists
+Gemma 3 12B and GPT-4o-mini side by side; paper-notes, "Outputs the study shows"):
+
+* one Table 2 (a row per run and S: PR, AER_max, PUA, ΔS with the runs' own 95% CIs,
+  read from each run's ``metrics.json``);
+* one frontier figure (PR vs AER_max over k, a line per run and S);
+* one FRS table (a row per run, S and deletion mode);
+* for every pair of runs (A, B) and every S both hold, the difference A − B in PR,
+  AER_max and PUA (frontier-row statistics of :mod:`evaluators.aggregate`: averages
+  over the k sweep) with a 95% bootstrap CI.
+
+**Paired** (default): the runs must share the data (same data file SHA-256, or the
+same synthetic generator settings), the seed and so the canaries (every shared
+instance has the same canary value). Instances both runs hold are resampled
+together: one index draw per resample applied to both runs
+(:func:`evaluators.metrics.bootstrap_ci` over the shared instances of the
+difference statistic). Runs that differ are refused (:class:`UnpairedRunsError`)
+unless ``unpaired=True`` (``--unpaired``): then each run's instances are resampled
+independently (``scipy.stats.bootstrap`` with two samples, ``paired=False``,
+percentile method, seeded), and the outputs say so.
+
+Outputs in ``--out``: ``compare.json`` (every table's numbers), ``compare.md``,
+``frontier.png``.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from evaluators.aggregate import _Grid, _row_stats
+from evaluators.metrics import bootstrap_ci
+
+__all__ = ["UnpairedRunsError", "compare_runs", "load_run", "register_cli"]
+
+METRICS = ("PR", "AER_max", "PUA")
+_IDENTITY_KEYS = ("data", "data_sha256", "synthetic_sessions", "synthetic_turns")
+
+
+class UnpairedRunsError(ValueError):
+    """Runs that do not share data, seed and canaries were given without ``unpaired``."""
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """Read one finished sweep directory.
+
+    Returns:
+        ``{"dir", "config", "metrics", "records", "canaries", "design", "model", "label"}``:
+        ``records`` are the main-phase call records, ``canaries`` maps question id to
+        the canary value; ``label`` is ``model/design/seed<seed>``.
+
+    Raises:
+        FileNotFoundError: ``config.json``, ``results.jsonl`` or ``metrics.json`` is
+            missing (the message names the file).
+        ValueError: a line of ``results.jsonl`` that does not parse (file and line).
+    """
+    d = Path(run_dir)
+    for name in ("config.json", "results.jsonl", "metrics.json"):
+        if not (d / name).is_file():
+            raise FileNotFoundError(f"{d / name} does not exist: {d} is not a finished memkit sweep")
+    config = json.loads((d / "config.json").read_text())
+    metrics = json.loads((d / "metrics.json").read_text())
+    records, canaries = [], {}
+    with (d / "results.jsonl").open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                r = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{d / 'results.jsonl'} line {lineno}: not JSON ({exc})") from exc
+            if r.get("type") == "call" and r.get("phase") == "main":
+                records.append(r)
+            elif r.get("type") == "canary":
+                canaries[r["question_id"]] = r["value"]
+    design = metrics.get("design") or next((r["design"] for r in records if "design" in r), None) or "study"
+    model = metrics.get("model") or config.get("model", "?")
+    return {
+        "dir": str(d),
+        "config": config,
+        "metrics": metrics,
+        "records": records,
+        "canaries": canaries,
+        "design": design,
+        "model": model,
+        "label": f"{model}/{design}/seed{config.get('seed', '?')}",
+    }
+
+
+def _grids(run: dict[str, Any], qids: list[str]) -> dict[int, _Grid]:
+    """Per-S grids of ``run``'s main-phase records restricted to ``qids`` (row order)."""
+    qpos = {q: i for i, q in enumerate(qids)}
+    ks = sorted({r["k"] for r in run["records"]})
+    kpos = {k: j for j, k in enumerate(ks)}
+    grids: dict[int, _Grid] = {}
+    for r in run["records"]:
+        i = qpos.get(r["question_id"])
+        if i is None:
+            continue
+        g = grids.setdefault(r["S"], _Grid(qids, ks))
+        if r["query_kind"] == "question":
+            g.add_question(i, kpos[r["k"]], bool(r["correct"]))
+        else:
+            g.add_probe(i, kpos[r["k"]], r["level"], float(r["extraction"]["exact"]), bool(r["context_exposed"]))
+    return grids
+
+
+def _pairing_problems(a: dict[str, Any], b: dict[str, Any], shared: list[str]) -> list[str]:
+    problems = []
+    for key in _IDENTITY_KEYS:
+        if a["config"].get(key) != b["config"].get(key):
+            problems.append(f"{key} differs ({a['config'].get(key)!r} vs {b['config'].get(key)!r})")
+    if a["config"].get("seed") != b["config"].get("seed"):
+        problems.append(f"seed differs ({a['config'].get('seed')} vs {b['config'].get('seed')})")
+    bad = [q for q in shared if a["canaries"].get(q) != b["canaries"].get(q)]
+    if bad:
+        problems.append(f"canaries differ on {len(bad)} shared instances (e.g. {bad[0]})")
+    if not shared:
+        problems.append("no shared instances")
+    return problems
+
+
+def _ci(x: tuple[float, float]) -> list[float | None]:
+    return [None if not np.isfinite(v) else round(float(v), 6) for v in x]
+
+
+def pair_differences(
+    a: dict[str, Any], b: dict[str, Any], *, unpaired: bool = False, n_resamples: int = 1000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Differences A − B in PR, AER_max and PUA per shared S, with 95% bootstrap CIs.
+
+    Args:
+        a, b: runs from :func:`load_run`.
+        unpaired: resample each run's instances independently (runs that do not
+            share data, seed or canaries); otherwise both runs' shared instances
+            are resampled with the same indices.
+        n_resamples: bootstrap resamples (the study: 1000).
+        seed: bootstrap seed.
+
+    Returns:
+        One dict per S: ``{"A", "B", "S", "paired", "n", "PR_diff", "PR_diff_ci", ...}``
+        (``n`` = shared instances when paired, ``[n_A, n_B]`` otherwise).
+
+    Raises:
+        UnpairedRunsError: the runs differ in data, seed or canaries (or share no
+            instance) and ``unpaired`` is False.
+    """
+    qa = sorted({r["question_id"] for r in a["records"]})
+    qb = sorted({r["question_id"] for r in b["records"]})
+    shared = sorted(set(qa) & set(qb))
+    if not unpaired:
+        problems = _pairing_problems(a, b, shared)
+        if problems:
+            raise UnpairedRunsError(
+                f"{a['dir']} and {b['dir']} are not paired: {'; '.join(problems)}. "
+                "Compare runs of the same data, seed and canaries, or pass --unpaired "
+                "(independent resampling)"
+            )
+        ga, gb = _grids(a, shared), _grids(b, shared)
+    else:
+        ga, gb = _grids(a, qa), _grids(b, qb)
+    out = []
+    for S in sorted(set(ga) & set(gb)):
+        row: dict[str, Any] = {"A": a["label"], "B": b["label"], "S": S, "paired": not unpaired}
+        for m in METRICS:
+            def sa(idx: np.ndarray, m: str = m, g: _Grid = ga[S]) -> float:
+                return _row_stats(g, np.asarray(idx, dtype=int))[m]
+
+            def sb(idx: np.ndarray, m: str = m, g: _Grid = gb[S]) -> float:
+                return _row_stats(g, np.asarray(idx, dtype=int))[m]
+
+            if not unpaired:
+                n = len(shared)
+                row["n"] = n
+                row[f"{m}_diff"] = round(sa(np.arange(n)) - sb(np.arange(n)), 6)
+                row[f"{m}_diff_ci"] = _ci(bootstrap_ci(
+                    np.arange(n), lambda idx, sa=sa, sb=sb: sa(idx) - sb(idx), n_resamples=n_resamples, seed=seed
+                ))
+            else:
+                from scipy.stats import bootstrap
+
+                na, nb = len(qa), len(qb)
+                row["n"] = [na, nb]
+                row[f"{m}_diff"] = round(sa(np.arange(na)) - sb(np.arange(nb)), 6)
+                res = bootstrap(
+                    (np.arange(na), np.arange(nb)), lambda x, y, sa=sa, sb=sb: sa(x) - sb(y),
+                    vectorized=False, paired=False, n_resamples=n_resamples, method="percentile",
+                    random_state=np.random.default_rng(seed),
+                )
+                ci = res.confidence_interval
+                row[f"{m}_diff_ci"] = _ci((ci.low, ci.high))
+        out.append(row)
+    return out
+
+
+def _fmt(x: Any, ci: Any = None) -> str:
+    if x is None:
+        return "–"
+    s = f"{x:+.2f}" if ci == "signed" else f"{x:.2f}"
+    if isinstance(ci, list | tuple) and ci and ci[0] is not None:
+        s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return s
+
+
+def _md(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def compare_runs(
+    run_dirs: list[str | Path], out: str | Path, *, unpaired: bool = False, n_resamples: int = 1000,
+    seed: int = 0, labels: list[str] | None = None
+) -> dict[str, Any]:
+    """Write the comparison of finished runs into ``out`` (module docstring).
+
+    Args:
+        run_dirs: two or more sweep output directories.
+        out: output directory (created).
+        unpaired: allow runs that do not share data, seed and canaries.
+        n_resamples, seed: bootstrap settings of the differences.
+        labels: names for the runs (default ``model/design/seed<seed>``, with the
+            directory name added where two runs would share a label).
+
+    Returns:
+        The content written to ``compare.json``: ``{"runs", "table2", "frs",
+        "differences", "paired"}``.
+
+    Raises:
+        ValueError: fewer than two runs.
+        UnpairedRunsError: a pair is not paired and ``unpaired`` is False (nothing is
+            written).
+        FileNotFoundError: a directory is not a finished sweep.
+    """
+    if len(run_dirs) < 2:
+        raise ValueError("compare needs at least two run directories")
+    runs = [load_run(d) for d in run_dirs]
+    if labels:
+        for r, lab in zip(runs, labels, strict=True):
+            r["label"] = lab
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r["label"]] = seen.get(r["label"], 0) + 1
+    for r in runs:
+        if seen[r["label"]] > 1:
+            r["label"] += f" ({Path(r['dir']).name})"
+    diffs = []
+    for a, b in combinations(runs, 2):
+        diffs += pair_differences(a, b, unpaired=unpaired, n_resamples=n_resamples, seed=seed)
+
+    table2, frs = [], []
+    for r in runs:
+        for row in r["metrics"]["by_S"]:
+            table2.append({"run": r["label"], "model": r["model"], "design": r["design"],
+                           "seed": r["config"].get("seed"), **{k: row.get(k) for k in (
+                               "S", "n", "PR", "PR_ci", "AER_max", "AER_max_ci", "PUA", "PUA_ci",
+                               "delta_S", "delta_S_ci")}})
+        for row in r["metrics"].get("frs", []):
+            frs.append({"run": r["label"], **{k: row.get(k) for k in (
+                "S", "mode", "FRS_raw", "FRS_raw_ci", "FRS_summary", "FRS_summary_ci", "FRS_worst",
+                "FRS_worst_ci")}})
+    result = {
+        "runs": [{"label": r["label"], "dir": r["dir"], "model": r["model"], "design": r["design"],
+                  "seed": r["config"].get("seed")} for r in runs],
+        "paired": not unpaired,
+        "table2": table2,
+        "frs": frs,
+        "differences": diffs,
+    }
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    _frontier_figure(runs, out / "frontier.png")
+    (out / "compare.md").write_text(_markdown(result))
+    return result
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    t2 = [[r["model"], r["design"], str(r["seed"]), str(r["S"]), _fmt(r["PR"], r["PR_ci"]),
+           _fmt(r["AER_max"], r["AER_max_ci"]), _fmt(r["PUA"], r["PUA_ci"]),
+           _fmt(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
+    frs = [[r["run"], str(r["S"]), r["mode"], _fmt(r["FRS_raw"], r["FRS_raw_ci"]),
+            _fmt(r["FRS_summary"], r["FRS_summary_ci"]), _fmt(r["FRS_worst"], r["FRS_worst_ci"])]
+           for r in result["frs"]]
+    how = ("paired bootstrap over the instances both runs share (same indices for both runs)"
+           if result["paired"] else
+           "UNPAIRED: the runs do not share data, seed or canaries; each run's instances are "
+           "resampled independently")
+    diffs = []
+    for d in result["differences"]:
+        diffs.append([d["A"], d["B"], str(d["S"]), str(d["n"])]
+                     + [_fmt(d[f"{m}_diff"], "signed") + _ci_txt(d[f"{m}_diff_ci"]) for m in METRICS])
+    parts = [
+        "# memkit compare", "",
+        "Runs: " + ", ".join(f"`{r['label']}` ({r['dir']})" for r in result["runs"]), "",
+        "## Table 2 (per model, design, S; 95% CIs)", "",
+        _md(["model", "design", "seed", "S", "PR", "AER_max", "PUA", "ΔS"], t2), "",
+        "## Differences A − B (95% bootstrap CIs)", "", f"CIs: {how}.", "",
+        _md(["A", "B", "S", "n", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
+        "## FRS per deletion mode and tier", "",
+        _md(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
+        "![frontier](frontier.png)", "",
+    ]
+    return "\n".join(parts)
+
+
+def _ci_txt(ci: list[Any]) -> str:
+    return f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and ci[0] is not None else ""
+
+
+def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    markers = "osD^v<>"
+    for i, r in enumerate(runs):
+        levels = r["metrics"].get("summary_levels", [])
+        for j, S in enumerate(levels):
+            pts = [p for p in r["metrics"].get("frontier", []) if p["S"] == S]
+            if not pts:
+                continue
+            ax.plot([p["AER_max"] for p in pts], [p["PR"] for p in pts], marker=markers[j % len(markers)],
+                    color=f"C{i}", linestyle=("-", "--", ":")[j % 3], label=f"{r['label']} S={S}")
+    ax.set_xlabel("AER_max (adversarial extraction)")
+    ax.set_ylabel("PR (personalization recall)")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("Privacy–utility frontier over k, per run and S")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def register_cli(app: typer.Typer) -> None:
+    """Register ``memkit compare`` on the ``memkit`` app."""
+
+    @app.command("compare")
+    def compare_cmd(
+        run_dirs: list[Path] = typer.Argument(..., help="Two or more finished sweep directories."),
+        out: Path = typer.Option(Path("runs/compare"), help="Output directory."),
+        unpaired: bool = typer.Option(
+            False, help="Allow runs with different data, seed or canaries (independent resampling)."),
+        n_resamples: int = typer.Option(1000, help="Bootstrap resamples of the differences."),
+        seed: int = typer.Option(0, help="Bootstrap seed."),
+    ) -> None:
+        """Put finished sweeps side by side: Table 2, frontier, FRS, paired differences with CIs."""
+        try:
+            result = compare_runs([str(d) for d in run_dirs], out, unpaired=unpaired,
+                                  n_resamples=n_resamples, seed=seed)
+        except (UnpairedRunsError, FileNotFoundError, ValueError) as exc:
+            typer.echo(f"memkit compare: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        typer.echo(f"memkit compare: {len(result['runs'])} runs -> {out / 'compare.md'}"
+                   + ("" if result["paired"] else " (UNPAIRED resampling)"))
+        for d in result["differences"]:
+            typer.echo(f"  {d['A']} − {d['B']} S={d['S']}: "
+                       + ", ".join(f"Δ{m}={d[f'{m}_diff']:+.2f}{_ci_txt(d[f'{m}_diff_ci'])}" for m in METRICS))
