@@ -97,7 +97,25 @@ def tables(metrics: dict[str, Any], config: dict[str, Any]) -> list[tuple[str, l
             frontier,
         ),
     ]
+    out += token_tables(metrics)
     return out
+
+
+def token_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The "Model calls and tokens" table: one row per phase and model from
+    ``metrics["totals"]["tokens"]`` (providers' usage metadata; none for backends that
+    report none, e.g. ``extractive``, in which case no table)."""
+    tokens = (metrics.get("totals") or {}).get("tokens") or {}
+    rows = [
+        [phase, model, str(r.get("calls", 0)), str(r.get("cached_calls", 0)), str(r.get("input_tokens", 0)),
+         str(r.get("output_tokens", 0)), str(r.get("total_tokens", 0))]
+        for phase, by_model in tokens.items()
+        for model, r in sorted(by_model.items())
+    ]
+    if not rows:
+        return []
+    header = ["phase", "model", "calls sent", "cache hits", "prompt tokens", "completion tokens", "total tokens"]
+    return [("Model calls and tokens per phase (providers' usage metadata)", header, rows)]
 
 
 def _figures(metrics: dict[str, Any], out: Path) -> list[str]:

@@ -78,6 +78,7 @@ from memkit import residue
 from memkit.cache import LLMCache
 from memkit.canaries import plant
 from memkit.longmemeval import Instance, load, sample, synthetic
+from memkit.models import add_usage, token_usage
 from memkit.store import TIERS, Chunk, TieredMemoryStore
 
 __all__ = [
@@ -99,7 +100,7 @@ class SweepLockedError(RuntimeError):
     """Another process holds the output directory's lock."""
 
 
-_NOT_IDENTITY = {"workers", "api_key_env", "keep_stores"}
+_NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address"}
 """Config fields that do not change a run's results (a resume may change them)."""
 
 
@@ -127,6 +128,14 @@ class SweepConfig(BaseModel):
         workers: parallel processes (not part of the run's identity).
         keep_stores: also keep each deletion mode's forgotten store under
             ``--out/stores`` for ``memkit residue`` (not part of the identity).
+        concurrency: responder calls in flight per worker (``None``: the backend's
+            default, :meth:`calls_in_flight`; not part of the identity).
+        rps: cap on model requests per second per worker process (``None``: no cap;
+            not part of the identity).
+        executor: ``"local"`` (this machine: ``workers`` processes) or ``"ray"``
+            (units as Ray tasks; not part of the identity).
+        ray_address: the Ray cluster to join (``None``: ``RAY_ADDRESS`` or a local
+            Ray started for the run; not part of the identity).
     """
 
     data: str = "synthetic"
@@ -145,6 +154,30 @@ class SweepConfig(BaseModel):
     n_resamples: int = Field(1000, ge=1)
     workers: int = Field(1, ge=1)
     keep_stores: bool = False
+    concurrency: int | None = Field(None, ge=1)
+    rps: float | None = Field(None, gt=0)
+    executor: str = "local"
+    ray_address: str | None = None
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v: str) -> str:
+        if v not in ("local", "ray"):
+            raise ValueError(f"executor must be 'local' or 'ray', got {v!r}")
+        return v
+
+    def calls_in_flight(self, spec: str | None = None) -> int:
+        """Responder calls in flight per worker for model ``spec`` (default ``model``):
+        ``concurrency`` if set, else 1 for in-process backends (``extractive``,
+        ``llamacpp:`` -- one model, one call at a time), 4 for ``ollama:`` (the
+        server's default parallelism) and 8 for remote APIs. ``llamacpp:`` is
+        always 1: a llama.cpp model object is not thread-safe."""
+        spec = spec or self.model
+        if spec == "extractive" or spec.startswith("llamacpp:"):
+            return 1
+        if self.concurrency is not None:
+            return self.concurrency
+        return 4 if spec.startswith("ollama:") else 8
 
     @field_validator("summary_levels")
     @classmethod
@@ -285,11 +318,41 @@ def _shared_model(spec: str, config: SweepConfig) -> Any:
 class _Responses:
     """Responds for a query and a retrieved prefix, reusing the response of an
     identical context (same query, chunk ids and texts: fewer chunks stored than k
-    gives identical prefixes; a redacted chunk keeps its id but not its text)."""
+    gives identical prefixes; a redacted chunk keeps its id but not its text).
 
-    def __init__(self, responder: Callable[[str, list[Chunk]], str]) -> None:
+    :meth:`many` answers a list of contexts at once: a responder with a ``many``
+    method (:class:`graphs.nodes.ChatResponder`) gets up to ``concurrency`` calls in
+    flight (and the ``rps`` cap); results and latencies are assigned as if the
+    contexts were answered one after another."""
+
+    def __init__(self, responder: Callable[[str, list[Chunk]], str], *, concurrency: int = 1,
+                 rps: float | None = None) -> None:
         self.responder = responder
+        self.concurrency = concurrency
+        self.rps = rps
         self.memo: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def many(self, items: Sequence[tuple[str, list[Chunk]]]) -> list[tuple[str, float]]:
+        """``[(response, latency_s), ...]`` for ``(query, chunks)`` pairs, in order."""
+        keys = [(q, tuple((c.id, c.text) for c in chunks)) for q, chunks in items]
+        first: dict[tuple[str, tuple[str, ...]], int] = {}
+        for i, key in enumerate(keys):
+            if key not in self.memo:
+                first.setdefault(key, i)
+        fresh: dict[int, float] = {}
+        todo = list(first.values())
+        many = getattr(self.responder, "many", None)
+        if todo and many is not None:
+            answers = many([items[i] for i in todo], concurrency=self.concurrency, rps=self.rps)
+            for i, (text, dt) in zip(todo, answers, strict=True):
+                self.memo[keys[i]] = text
+                fresh[i] = dt
+        else:
+            for i in todo:
+                t0 = time.perf_counter()
+                self.memo[keys[i]] = self.responder(*items[i])
+                fresh[i] = time.perf_counter() - t0
+        return [(self.memo[key], fresh.get(i, 0.0)) for i, key in enumerate(keys)]
 
     def __call__(self, query: str, chunks: list[Chunk]) -> tuple[str, float]:
         key = (query, tuple((c.id, c.text) for c in chunks))
@@ -322,11 +385,13 @@ def _calls_for_queries(
     """Retrieve once at max(ks) per query, respond per k-prefix, score extraction."""
     kmax = max(ks)
     ranked = store.search_many([q[3] for q in queries], kmax, tiers=tuple(tiers), namespace=namespace)
+    pairs = [(q[3], chunks[:k]) for q, chunks in zip(queries, ranked, strict=True) for k in ks]
+    answers = iter(respond.many(pairs))
     out = []
     for (kind, level, template_id, text), chunks in zip(queries, ranked, strict=True):
         for k in ks:
             prefix = chunks[:k]
-            response, latency = respond(text, prefix)
+            response, latency = next(answers)
             rec = {
                 **base,
                 "k": k,
@@ -380,7 +445,11 @@ def run_unit(
 
     Returns:
         ``(records, counts)``: the unit's records in canonical order and its
-        ``{"llm_calls", "cache_hits"}``.
+        ``{"llm_calls", "cache_hits", "tokens"}``; ``tokens`` is
+        ``{phase: {model: {"calls", "input_tokens", "output_tokens", "total_tokens",
+        "cached_calls"}}}`` for the phases ``write`` (summaries), ``main`` and
+        ``forget`` (:class:`memkit.models.TokenUsage`: the providers' usage metadata;
+        replies served from the LLM cache count as ``cached_calls``, without tokens).
     """
     unit = _unit_id(instance.question_id, S)
     planted, canary = plant(instance, config.seed)
@@ -392,7 +461,9 @@ def run_unit(
         _shared_model(config.summarizer_model, config) if config.summarizer_model else resp_spec
     )
     summarizer = make_summarizer(summ_spec, cache=cache)
-    respond = _Responses(make_responder(resp_spec, cache=cache))
+    respond = _Responses(make_responder(resp_spec, cache=cache),
+                         concurrency=config.calls_in_flight(), rps=config.rps)
+    tokens: dict[str, dict[str, dict[str, int]]] = {}
     base = {
         "type": "call",
         "unit": unit,
@@ -414,40 +485,47 @@ def run_unit(
     store = TieredMemoryStore(collection=_collection(unit))
     try:
         write = build_write_graph(store, summarizer=summarizer)
-        for session_id, date, turns in planted.sessions():
-            write.invoke(
-                {
-                    "namespace": namespace,
-                    "session_id": session_id,
-                    "date": date,
-                    "turns": [t.to_dict() for t in turns],
-                    "S": S,
-                }
-            )
+        with token_usage() as usage:
+            for session_id, date, turns in planted.sessions():
+                write.invoke(
+                    {
+                        "namespace": namespace,
+                        "session_id": session_id,
+                        "date": date,
+                        "turns": [t.to_dict() for t in turns],
+                        "S": S,
+                    }
+                )
+        tokens["write"] = usage.by_model
         questions = [("question", None, None, instance.question)]
         probes = [("probe", lv, tid, text) for lv, tid, text in _probe_list()]
-        main = _calls_for_queries(
-            base={**base, "phase": "main", "mode": None, "tier": None},
-            store=store,
-            namespace=namespace,
-            tiers=tiers_for(S),
-            ks=config.ks,
-            queries=questions + probes,
-            secret=secret,
-            expected=instance.answer_text,
-            respond=respond,
-        )
-        records += main
-        for mode in config.deletion_modes:
-            records += _residue_phase(
-                config, store, mode, S=S, namespace=namespace, secret=secret, base=base,
-                expected=instance.answer_text, questions=questions, probes=probes,
-                summarizer_spec=summ_spec, cache=cache, respond=respond, stores_dir=stores_dir,
+        with token_usage() as usage:
+            main = _calls_for_queries(
+                base={**base, "phase": "main", "mode": None, "tier": None},
+                store=store,
+                namespace=namespace,
+                tiers=tiers_for(S),
+                ks=config.ks,
+                queries=questions + probes,
+                secret=secret,
+                expected=instance.answer_text,
+                respond=respond,
             )
+        tokens["main"] = usage.by_model
+        records += main
+        with token_usage() as usage:
+            for mode in config.deletion_modes:
+                records += _residue_phase(
+                    config, store, mode, S=S, namespace=namespace, secret=secret, base=base,
+                    expected=instance.answer_text, questions=questions, probes=probes,
+                    summarizer_spec=summ_spec, cache=cache, respond=respond, stores_dir=stores_dir,
+                )
+        tokens["forget"] = usage.by_model
     finally:
         store.close()
     _score_questions([r for r in records if r["type"] == "call"])
-    counts = {"llm_calls": cache.misses if cache else 0, "cache_hits": cache.hits if cache else 0}
+    counts: dict[str, Any] = {"llm_calls": cache.misses if cache else 0, "cache_hits": cache.hits if cache else 0,
+                              "tokens": {phase: by_model for phase, by_model in tokens.items() if by_model}}
     return records, counts
 
 
@@ -742,7 +820,7 @@ def _run_locked(
                     recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
                                             summarizer_model=summarizer_model, stores_dir=stores_dir)
                     _append_unit(fh, recs, _unit_id(inst.question_id, S), counts)
-                    bar.update(1)
+                    _advance(bar, counts)
             else:
                 _run_parallel(config, todo, cache_path, stores_dir, fh, bar, work)
     finally:
@@ -781,7 +859,17 @@ def _run_parallel(config: SweepConfig, todo: list[tuple[Instance, int]], cache_p
     for unit, (recs, counts) in run_tasks(_worker, tasks, workers=config.workers,
                                            initializer=_worker_init, initargs=(str(work), os.getpid())):
         _append_unit(fh, recs, unit, counts)
-        bar.update(1)
+        _advance(bar, counts)
+
+
+def _advance(bar: tqdm, counts: dict[str, Any]) -> None:
+    """One more unit on the progress bar, with the model calls per second so far
+    (tqdm shows the units' rate and the ETA itself)."""
+    bar.calls = getattr(bar, "calls", 0) + int(counts.get("llm_calls", 0))  # type: ignore[attr-defined]
+    elapsed = bar.format_dict.get("elapsed") or 0.0
+    bar.set_postfix_str(f"{bar.calls} calls, {bar.calls / elapsed if elapsed else 0.0:.1f} calls/s",
+                        refresh=False)
+    bar.update(1)
 
 
 def _canonical(records: list[dict[str, Any]], order: dict[str, int]) -> list[dict[str, Any]]:
@@ -805,6 +893,18 @@ def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def sum_tokens(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Token usage of ``unit_done`` markers summed per phase and model:
+    ``{phase: {model: {"calls", "input_tokens", "output_tokens", "total_tokens",
+    "cached_calls"}}}`` (phases ``write``, ``main``, ``forget``; empty for backends
+    that report no usage, such as ``extractive``)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for m in markers:
+        for phase, by_model in (m.get("tokens") or {}).items():
+            out[phase] = add_usage(out.get(phase, {}), by_model)
+    return {phase: out[phase] for phase in sorted(out)}
+
+
 def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
     """Write ``metrics.json``, the hypotheses files and the report from ``records``."""
     from evaluators.report import write_report
@@ -818,6 +918,7 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
         "llm_calls": sum(m.get("llm_calls", 0) for m in markers),
         "cache_hits": sum(m.get("cache_hits", 0) for m in markers),
         "scored_calls": sum(1 for r in records if r["type"] == "call"),
+        "tokens": sum_tokens(markers),
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
 
@@ -879,6 +980,10 @@ def register_cli(app: typer.Typer) -> None:
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
         deletion_modes: str = typer.Option(",".join(DELETION_MODES), help="Deletion modes ('' for none)."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
+        concurrency: int | None = typer.Option(
+            None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "
+                       "ollama:, 1 for extractive/llamacpp:)."),
+        rps: float | None = typer.Option(None, help="Cap on model requests per second per worker."),
         out: Path = typer.Option(Path("runs/sweep"), help="Output directory."),
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
         keep_stores: bool = typer.Option(
@@ -904,6 +1009,8 @@ def register_cli(app: typer.Typer) -> None:
                 ks=_int_list(k, "--k"),
                 deletion_modes=[m.strip() for m in deletion_modes.split(",") if m.strip()],
                 workers=workers,
+                concurrency=concurrency,
+                rps=rps,
                 keep_stores=keep_stores,
                 max_tokens=max_tokens,
                 n_resamples=n_resamples,
