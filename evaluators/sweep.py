@@ -815,7 +815,11 @@ def _run_locked(
                desc="memkit sweep", dynamic_ncols=True)
     try:
         with open(results, "ab") as fh, _tempdir(work):
-            if config.workers <= 1 or model is not None or summarizer_model is not None:
+            if config.executor == "ray":
+                if model is not None or summarizer_model is not None:
+                    raise ValueError("executor='ray' takes model specs in the config, not model objects")
+                _run_ray(config, todo, cache_path, stores_dir, fh, bar, work)
+            elif config.workers <= 1 or model is not None or summarizer_model is not None:
                 for inst, S in todo:
                     recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
                                             summarizer_model=summarizer_model, stores_dir=stores_dir)
@@ -860,6 +864,86 @@ def _run_parallel(config: SweepConfig, todo: list[tuple[Instance, int]], cache_p
                                            initializer=_worker_init, initargs=(str(work), os.getpid())):
         _append_unit(fh, recs, unit, counts)
         _advance(bar, counts)
+
+
+def _run_ray(config: SweepConfig, todo: list[tuple[Instance, int]], cache_path: str | None,
+             stores_dir: str | None, fh: Any, bar: tqdm, work: Path) -> None:
+    """Run units as Ray tasks (one CPU each) and append each finished unit's records
+    here, in the driver, as they arrive: only this process writes ``results.jsonl``.
+
+    Ray is joined as follows: a connection this process already opened
+    (``ray.is_initialized()``) is used as is; else ``ray.init(address=config.ray_address)``
+    (``None``: ``RAY_ADDRESS`` if set, else a local Ray with ``workers`` CPUs started
+    for this run and stopped after it). Tasks receive the LLM cache and work paths
+    under ``--out``; a node that cannot see them (no shared filesystem) uses a
+    node-local cache and temp dir (:func:`_ray_unit`).
+
+    Raises:
+        ImportError: Ray is not installed (``pip install 'memkit[ray]'``).
+        Exception: a unit's own error, re-raised; ``RuntimeError`` naming the unit
+            when Ray lost the task (after its one retry).
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("--executor ray needs Ray: `pip install 'memkit[ray]'`") from exc
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray's telemetry stays off
+    started = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if config.ray_address is None and not os.environ.get("RAY_ADDRESS"):
+            kw.update(num_cpus=config.workers, _node_ip_address="127.0.0.1")
+        ray.init(address=config.ray_address, **kw)
+        started = True
+    task = ray.remote(num_cpus=1, max_retries=1)(_ray_unit)
+    cfg = config.model_dump_json()
+    pending = {
+        task.remote(cfg, inst.model_dump_json(), S, cache_path, stores_dir, str(work)): _unit_id(inst.question_id, S)
+        for inst, S in todo
+    }
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                unit = pending.pop(ref)
+                try:
+                    recs, counts = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    raise exc.as_instanceof_cause() from None
+                except ray.exceptions.RayError as exc:
+                    raise RuntimeError(f"Ray lost the task of unit {unit} ({exc})") from exc
+                _append_unit(fh, recs, unit, counts)
+                _advance(bar, counts)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if started:
+            ray.shutdown()
+
+
+def _ray_unit(config_json: str, instance_json: str, S: int, cache_path: str | None,
+              stores_dir: str | None, work: str) -> tuple[list, dict]:
+    """One unit in a Ray worker: :func:`_worker` with the worker set up as the local
+    pool's are (offline, one torch thread, temp files under ``work``). Where this node
+    cannot see ``work`` or the cache's directory (no shared filesystem), it uses its
+    own temp dir and a node-local LLM cache under :func:`memkit.models.cache_dir`."""
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+    tempfile.tempdir = work if Path(work).is_dir() else None
+    if cache_path is not None and not Path(cache_path).parent.is_dir():
+        from memkit.models import cache_dir
+
+        cache_path = str(cache_dir() / "ray-llm-cache.sqlite")
+    if stores_dir is not None and not Path(stores_dir).parent.is_dir():
+        raise RuntimeError(f"--keep-stores with Ray needs --out on a filesystem every node sees ({stores_dir})")
+    return _worker(config_json, instance_json, S, cache_path, stores_dir)
 
 
 def _advance(bar: tqdm, counts: dict[str, Any]) -> None:
@@ -984,6 +1068,10 @@ def register_cli(app: typer.Typer) -> None:
             None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "
                        "ollama:, 1 for extractive/llamacpp:)."),
         rps: float | None = typer.Option(None, help="Cap on model requests per second per worker."),
+        executor: str = typer.Option(
+            "local", help="'local' (--workers processes here) or 'ray' (units as Ray tasks)."),
+        ray_address: str | None = typer.Option(
+            None, help="Ray cluster to join with --executor ray (default: RAY_ADDRESS, else a local Ray)."),
         out: Path = typer.Option(Path("runs/sweep"), help="Output directory."),
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
         keep_stores: bool = typer.Option(
@@ -1011,6 +1099,8 @@ def register_cli(app: typer.Typer) -> None:
                 workers=workers,
                 concurrency=concurrency,
                 rps=rps,
+                executor=executor,
+                ray_address=ray_address,
                 keep_stores=keep_stores,
                 max_tokens=max_tokens,
                 n_resamples=n_resamples,
