@@ -9,6 +9,8 @@ does: ``prompt_tokens`` = whitespace-separated words of all message contents,
 ``completion_tokens`` = words of the reply (a definition a test can recompute).
 
 Options: ``latency`` (seconds each request sleeps, concurrently: a threading server),
+``reply`` (a fixed reply instead of the extractive one: no CPU work per request, for
+benchmarks),
 ``fail_first`` (the first that many requests get ``status`` -- 429 or 5xx -- to
 exercise retries). Counters: :attr:`requests` (bodies received, failures included),
 :attr:`max_in_flight` (most requests handled at once).
@@ -42,14 +44,16 @@ class FakeOpenAIServer:
         latency: seconds each chat request waits before answering.
         fail_first: how many first chat requests fail with ``status``.
         status: HTTP status of those failures (429: rate limit; 500/503: server error).
+        reply: answer every request with this text (``None``: the extractive reply).
     """
 
     def __init__(self, model: str = "fake-gpt", *, latency: float = 0.0, fail_first: int = 0,
-                 status: int = 429) -> None:
+                 status: int = 429, reply: str | None = None) -> None:
         self.model = model
         self.latency = latency
         self.fail_first = fail_first
         self.status = status
+        self.reply = reply
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -97,7 +101,8 @@ class FakeOpenAIServer:
                         return
                     messages = _to_messages(body["messages"])
                     try:
-                        text = str(server._brain.invoke(messages).content)
+                        text = server.reply if server.reply is not None else str(
+                            server._brain.invoke(messages).content)
                     except ValueError as exc:  # not one of memkit's prompts
                         self._json(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
                         return
