@@ -30,12 +30,14 @@ Output directory (``--out``):
     (wall time of the respond call; 0 for a response reused for an identical
     context); one ``{"type": "canary"}`` and one ``{"type": "forensics"}`` record
     per deletion mode; and after each unit an fsync'd ``{"type": "unit_done"}``
-    marker with its LLM call counts. Records of a unit without a marker are
+    marker with its LLM call counts and token usage per phase and model
+    (``tokens``). Records of a unit without a marker are
     dropped on ``--resume``. When all units are done the file is rewritten in
     canonical order, so it does not depend on ``--workers`` or interruptions
     (latencies aside).
 ``metrics.json``
-    :func:`evaluators.aggregate.compute_metrics` plus run totals.
+    :func:`evaluators.aggregate.compute_metrics` plus run totals (``totals.tokens``:
+    :func:`sum_tokens`).
 ``hypotheses.jsonl``
     LongMemEval's format ``{"question_id", "hypothesis"}`` for the first S and the
     largest k; ``hypotheses/S{S}_k{k}.jsonl`` for every design.
