@@ -228,6 +228,7 @@ def tables(
         ),
     ]
     out += _rule_tables(metrics)
+    out += token_tables(metrics)
     return out
 
 
@@ -359,6 +360,25 @@ def _bars(ax: Any, xs: list[float], vals: list[float | None], cis: list[Any], wi
         elif v == 0:
             ax.plot([x - width / 2, x + width / 2], [0, 0], color=color, lw=3, solid_capstyle="butt")
             ax.text(x, 0.01, "0", ha="center", va="bottom", fontsize=6, color=color)
+
+
+def token_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The "Model calls and tokens" table: one row per phase and model from
+    ``metrics["totals"]["tokens"]`` (providers' usage metadata; none for backends that
+    report none, e.g. ``extractive``, in which case no table)."""
+    tokens = (metrics.get("totals") or {}).get("tokens") or {}
+    rows = [
+        [phase, model, str(r.get("calls", 0)), str(r.get("cached_calls", 0)), str(r.get("input_tokens", 0)),
+         str(r.get("output_tokens", 0)), str(r.get("total_tokens", 0))]
+        for phase, by_model in tokens.items()
+        for model, r in sorted(by_model.items())
+    ]
+    if not rows:
+        return []
+    header = ["phase", "model", "calls sent", "cache hits", "prompt tokens", "completion tokens", "total tokens"]
+    legend = ("`calls sent`: model calls that reached the provider; `cache hits`: answers "
+              "served from memkit's LLM cache; tokens: the providers' usage metadata summed.")
+    return [("Model calls and tokens per phase (providers' usage metadata)", header, rows, legend)]
 
 
 def _figures(metrics: dict[str, Any], out: Path) -> list[str]:

@@ -37,12 +37,14 @@ Output directory (``--out``):
     (wall time of the respond call; 0 for a response reused for an identical
     context); one ``{"type": "canary"}`` and one ``{"type": "forensics"}`` record
     per deletion mode; and after each unit an fsync'd ``{"type": "unit_done"}``
-    marker with its LLM call counts. Records of a unit without a marker are
+    marker with its LLM call counts and token usage per phase and model
+    (``tokens``). Records of a unit without a marker are
     dropped on ``--resume``. When all units are done the file is rewritten in
     canonical order, so it does not depend on ``--workers`` or interruptions
     (latencies aside).
 ``metrics.json``
-    :func:`evaluators.aggregate.compute_metrics` plus run totals.
+    :func:`evaluators.aggregate.compute_metrics` plus run totals (``totals.tokens``:
+    :func:`sum_tokens`).
 ``hypotheses.jsonl``
     LongMemEval's format ``{"question_id", "hypothesis"}`` for the first S and the
     largest k; ``hypotheses/S{S}_k{k}.jsonl`` for every design.
@@ -86,6 +88,7 @@ from memkit import residue
 from memkit.cache import LLMCache
 from memkit.canaries import plant
 from memkit.longmemeval import Instance, load, sample, synthetic
+from memkit.models import add_usage, token_usage
 from memkit.store import TIERS, Chunk, TieredMemoryStore
 
 __all__ = [
@@ -107,7 +110,7 @@ class SweepLockedError(RuntimeError):
     """Another process holds the output directory's lock."""
 
 
-_NOT_IDENTITY = {"workers", "api_key_env", "keep_stores"}
+_NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address"}
 """Config fields that do not change a run's results (a resume may change them)."""
 
 
@@ -138,6 +141,14 @@ class SweepConfig(BaseModel):
         design: the memory design (:func:`graphs.designs.resolve_design`: a
             built-in name or ``module:factory``); ``study`` is the source study's
             pipeline. Several designs: ``run_sweep(config, out, designs=[...])``.
+        concurrency: responder calls in flight per worker (``None``: the backend's
+            default, :meth:`calls_in_flight`; not part of the identity).
+        rps: cap on model requests per second per worker process (``None``: no cap;
+            not part of the identity).
+        executor: ``"local"`` (this machine: ``workers`` processes) or ``"ray"``
+            (units as Ray tasks; not part of the identity).
+        ray_address: the Ray cluster to join (``None``: ``RAY_ADDRESS`` or a local
+            Ray started for the run; not part of the identity).
     """
 
     data: str = "synthetic"
@@ -157,6 +168,30 @@ class SweepConfig(BaseModel):
     workers: int = Field(1, ge=1)
     keep_stores: bool = False
     design: str = "study"
+    concurrency: int | None = Field(None, ge=1)
+    rps: float | None = Field(None, gt=0)
+    executor: str = "local"
+    ray_address: str | None = None
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v: str) -> str:
+        if v not in ("local", "ray"):
+            raise ValueError(f"executor must be 'local' or 'ray', got {v!r}")
+        return v
+
+    def calls_in_flight(self, spec: str | None = None) -> int:
+        """Responder calls in flight per worker for model ``spec`` (default ``model``):
+        ``concurrency`` if set, else 1 for in-process backends (``extractive``,
+        ``llamacpp:`` -- one model, one call at a time), 4 for ``ollama:`` (the
+        server's default parallelism) and 8 for remote APIs. ``llamacpp:`` is
+        always 1: a llama.cpp model object is not thread-safe."""
+        spec = spec or self.model
+        if spec == "extractive" or spec.startswith("llamacpp:"):
+            return 1
+        if self.concurrency is not None:
+            return self.concurrency
+        return 4 if spec.startswith("ollama:") else 8
 
     @field_validator("summary_levels")
     @classmethod
@@ -299,11 +334,41 @@ def _shared_model(spec: str, config: SweepConfig) -> Any:
 class _Responses:
     """Responds for a query and a retrieved prefix, reusing the response of an
     identical context (same query, chunk ids and texts: fewer chunks stored than k
-    gives identical prefixes; a redacted chunk keeps its id but not its text)."""
+    gives identical prefixes; a redacted chunk keeps its id but not its text).
 
-    def __init__(self, responder: Callable[[str, list[Chunk]], str]) -> None:
+    :meth:`many` answers a list of contexts at once: a responder with a ``many``
+    method (:class:`graphs.nodes.ChatResponder`) gets up to ``concurrency`` calls in
+    flight (and the ``rps`` cap); results and latencies are assigned as if the
+    contexts were answered one after another."""
+
+    def __init__(self, responder: Callable[[str, list[Chunk]], str], *, concurrency: int = 1,
+                 rps: float | None = None) -> None:
         self.responder = responder
+        self.concurrency = concurrency
+        self.rps = rps
         self.memo: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def many(self, items: Sequence[tuple[str, list[Chunk]]]) -> list[tuple[str, float]]:
+        """``[(response, latency_s), ...]`` for ``(query, chunks)`` pairs, in order."""
+        keys = [(q, tuple((c.id, c.text) for c in chunks)) for q, chunks in items]
+        first: dict[tuple[str, tuple[str, ...]], int] = {}
+        for i, key in enumerate(keys):
+            if key not in self.memo:
+                first.setdefault(key, i)
+        fresh: dict[int, float] = {}
+        todo = list(first.values())
+        many = getattr(self.responder, "many", None)
+        if todo and many is not None:
+            answers = many([items[i] for i in todo], concurrency=self.concurrency, rps=self.rps)
+            for i, (text, dt) in zip(todo, answers, strict=True):
+                self.memo[keys[i]] = text
+                fresh[i] = dt
+        else:
+            for i in todo:
+                t0 = time.perf_counter()
+                self.memo[keys[i]] = self.responder(*items[i])
+                fresh[i] = time.perf_counter() - t0
+        return [(self.memo[key], fresh.get(i, 0.0)) for i, key in enumerate(keys)]
 
     def __call__(self, query: str, chunks: list[Chunk]) -> tuple[str, float]:
         key = (query, tuple((c.id, c.text) for c in chunks))
@@ -366,6 +431,26 @@ class _ReadPath:
         self.graph = design.read_graph(store, retriever=self.retrievals, responder=respond.text)
         self.answered: dict[tuple[Any, ...], str] = {}
 
+    def prefetch(self, queries: Sequence[str], ks: Sequence[int], tiers: Sequence[str],
+                 namespace: str) -> dict[tuple[str, int], float]:
+        """Answer every (query, k-prefix) context whose ranking is known, concurrently,
+        into the response memo (only with a responder that has ``many`` and more
+        than one call in flight; otherwise nothing). Returns ``{(query, k):
+        latency_s}`` of the calls made (0 for a context answered earlier)."""
+        if self.respond.concurrency <= 1 or not hasattr(self.respond.responder, "many"):
+            return {}
+        pairs, keys = [], []
+        for q in queries:
+            ranking = self.retrievals.memo.get((q, tuple(tiers), namespace, None)) if self.retrievals.prefix else None
+            if ranking is None:
+                continue
+            for k in ks:
+                pairs.append((q, ranking[:k]))
+                keys.append((q, k))
+        if not pairs:
+            return {}
+        return {key: dt for key, (_, dt) in zip(keys, self.respond.many(pairs), strict=True)}
+
     def read(self, query: str, k: int, tiers: Sequence[str], namespace: str) -> tuple[list[Chunk], str, float]:
         """``(chunks, response, latency_s)`` of one pass through the read graph.
 
@@ -401,12 +486,19 @@ def _calls_for_queries(
     expected: str,
 ) -> list[dict[str, Any]]:
     """Each query and k through the design's read graph (retrieval once per query at
-    max(ks), responses reused for identical contexts), score extraction."""
+    max(ks), responses reused for identical contexts), score extraction.
+
+    With concurrent calls (the responder has ``many`` and ``respond.concurrency`` > 1)
+    every context the graph will see -- each query's known ranking cut at each k -- is
+    answered first, up to ``concurrency`` calls in flight; the graph's respond node
+    then finds each response in the memo, and the record keeps the call's latency."""
     path.retrievals.prime([q[3] for q in queries], tiers, namespace)
+    latency_of = path.prefetch([q[3] for q in queries], ks, tiers, namespace)
     out = []
     for kind, level, template_id, text in queries:
         for k in ks:
             prefix, response, latency = path.read(text, k, tiers, namespace)
+            latency = latency_of.get((text, k), latency)
             rec = {
                 **base,
                 "k": k,
@@ -471,7 +563,11 @@ def run_unit(
 
     Returns:
         ``(records, counts)``: the unit's records in canonical order and its
-        ``{"llm_calls", "cache_hits"}``.
+        ``{"llm_calls", "cache_hits", "tokens"}``; ``tokens`` is
+        ``{phase: {model: {"calls", "input_tokens", "output_tokens", "total_tokens",
+        "cached_calls"}}}`` for the phases ``write`` (summaries), ``main`` and
+        ``forget`` (:class:`memkit.models.TokenUsage`: the providers' usage metadata;
+        replies served from the LLM cache count as ``cached_calls``, without tokens).
     """
     unit = _unit_id(instance.question_id, S)
     planted, canary = plant(instance, config.seed)
@@ -484,7 +580,9 @@ def run_unit(
     )
     design = design or resolve_design(config.design)
     summarizer = design.summarizer(summ_spec, cache=cache)
-    respond = _Responses(design.responder(resp_spec, cache=cache))
+    respond = _Responses(design.responder(resp_spec, cache=cache),
+                         concurrency=config.calls_in_flight(), rps=config.rps)
+    tokens: dict[str, dict[str, dict[str, int]]] = {}
     base = {
         "type": "call",
         "design": design.name,
@@ -508,40 +606,47 @@ def run_unit(
     store = TieredMemoryStore(collection=_collection(unit))
     try:
         write = design.write_graph(store, summarizer=summarizer)
-        for session_id, date, turns in planted.sessions():
-            write.invoke(
-                {
-                    "namespace": namespace,
-                    "session_id": session_id,
-                    "date": date,
-                    "turns": [t.to_dict() for t in turns],
-                    "S": S,
-                }
-            )
+        with token_usage() as usage:
+            for session_id, date, turns in planted.sessions():
+                write.invoke(
+                    {
+                        "namespace": namespace,
+                        "session_id": session_id,
+                        "date": date,
+                        "turns": [t.to_dict() for t in turns],
+                        "S": S,
+                    }
+                )
+        tokens["write"] = usage.by_model
         questions = [("question", None, None, instance.question)]
         probes = [("probe", lv, tid, text) for lv, tid, text in _probe_list()]
-        main = _calls_for_queries(
-            base={**base, "phase": "main", "mode": None, "tier": None},
-            path=_ReadPath(design, store, respond, max(config.ks)),
-            namespace=namespace,
-            tiers=design.tiers_for(S),
-            ks=config.ks,
-            queries=questions + probes,
-            secret=secret,
-            expected=instance.answer_text,
-        )
-        records += main
-        for mode in config.deletion_modes:
-            records += _residue_phase(
-                config, store, mode, S=S, namespace=namespace, secret=secret, base=base,
-                expected=instance.answer_text, questions=questions, probes=probes,
-                summarizer_spec=summ_spec, cache=cache, respond=respond, stores_dir=stores_dir,
-                design=design,
+        with token_usage() as usage:
+            main = _calls_for_queries(
+                base={**base, "phase": "main", "mode": None, "tier": None},
+                path=_ReadPath(design, store, respond, max(config.ks)),
+                namespace=namespace,
+                tiers=design.tiers_for(S),
+                ks=config.ks,
+                queries=questions + probes,
+                secret=secret,
+                expected=instance.answer_text,
             )
+        tokens["main"] = usage.by_model
+        records += main
+        with token_usage() as usage:
+            for mode in config.deletion_modes:
+                records += _residue_phase(
+                    config, store, mode, S=S, namespace=namespace, secret=secret, base=base,
+                    expected=instance.answer_text, questions=questions, probes=probes,
+                    summarizer_spec=summ_spec, cache=cache, respond=respond, stores_dir=stores_dir,
+                    design=design,
+                )
+        tokens["forget"] = usage.by_model
     finally:
         store.close()
     _score_questions([r for r in records if r["type"] == "call"])
-    counts = {"llm_calls": cache.misses if cache else 0, "cache_hits": cache.hits if cache else 0}
+    counts: dict[str, Any] = {"llm_calls": cache.misses if cache else 0, "cache_hits": cache.hits if cache else 0,
+                              "tokens": {phase: by_model for phase, by_model in tokens.items() if by_model}}
     return records, counts
 
 
@@ -880,13 +985,18 @@ def _run_locked(
                desc="memkit sweep", dynamic_ncols=True)
     try:
         with open(results, "ab") as fh, _tempdir(work):
-            if config.workers <= 1 or model is not None or summarizer_model is not None or design_obj is not None:
+            if config.executor == "ray":
+                if model is not None or summarizer_model is not None or design_obj is not None:
+                    raise ValueError("executor='ray' takes model specs and a design name in the config, "
+                                     "not model or design objects")
+                _run_ray(config, todo, cache_path, stores_dir, fh, bar, work)
+            elif config.workers <= 1 or model is not None or summarizer_model is not None or design_obj is not None:
                 for inst, S in todo:
                     recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
                                             summarizer_model=summarizer_model, stores_dir=stores_dir,
                                             design=design_obj)
                     _append_unit(fh, recs, _unit_id(inst.question_id, S), counts)
-                    bar.update(1)
+                    _advance(bar, counts)
             else:
                 _run_parallel(config, todo, cache_path, stores_dir, fh, bar, work)
     finally:
@@ -925,7 +1035,97 @@ def _run_parallel(config: SweepConfig, todo: list[tuple[Instance, int]], cache_p
     for unit, (recs, counts) in run_tasks(_worker, tasks, workers=config.workers,
                                            initializer=_worker_init, initargs=(str(work), os.getpid())):
         _append_unit(fh, recs, unit, counts)
-        bar.update(1)
+        _advance(bar, counts)
+
+
+def _run_ray(config: SweepConfig, todo: list[tuple[Instance, int]], cache_path: str | None,
+             stores_dir: str | None, fh: Any, bar: tqdm, work: Path) -> None:
+    """Run units as Ray tasks (one CPU each) and append each finished unit's records
+    here, in the driver, as they arrive: only this process writes ``results.jsonl``.
+
+    Ray is joined as follows: a connection this process already opened
+    (``ray.is_initialized()``) is used as is; else ``ray.init(address=config.ray_address)``
+    (``None``: ``RAY_ADDRESS`` if set, else a local Ray with ``workers`` CPUs started
+    for this run and stopped after it). Tasks receive the LLM cache and work paths
+    under ``--out``; a node that cannot see them (no shared filesystem) uses a
+    node-local cache and temp dir (:func:`_ray_unit`).
+
+    Raises:
+        ImportError: Ray is not installed (``pip install 'memkit[ray]'``).
+        Exception: a unit's own error, re-raised; ``RuntimeError`` naming the unit
+            when Ray lost the task (after its one retry).
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("--executor ray needs Ray: `pip install 'memkit[ray]'`") from exc
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray's telemetry stays off
+    started = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if config.ray_address is None and not os.environ.get("RAY_ADDRESS"):
+            kw.update(num_cpus=config.workers, _node_ip_address="127.0.0.1")
+        ray.init(address=config.ray_address, **kw)
+        started = True
+    task = ray.remote(num_cpus=1, max_retries=1)(_ray_unit)
+    cfg = config.model_dump_json()
+    pending = {
+        task.remote(cfg, inst.model_dump_json(), S, cache_path, stores_dir, str(work)): _unit_id(inst.question_id, S)
+        for inst, S in todo
+    }
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                unit = pending.pop(ref)
+                try:
+                    recs, counts = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    raise exc.as_instanceof_cause() from None
+                except ray.exceptions.RayError as exc:
+                    raise RuntimeError(f"Ray lost the task of unit {unit} ({exc})") from exc
+                _append_unit(fh, recs, unit, counts)
+                _advance(bar, counts)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if started:
+            ray.shutdown()
+
+
+def _ray_unit(config_json: str, instance_json: str, S: int, cache_path: str | None,
+              stores_dir: str | None, work: str) -> tuple[list, dict]:
+    """One unit in a Ray worker: :func:`_worker` with the worker set up as the local
+    pool's are (offline, one torch thread, temp files under ``work``). Where this node
+    cannot see ``work`` or the cache's directory (no shared filesystem), it uses its
+    own temp dir and a node-local LLM cache under :func:`memkit.models.cache_dir`."""
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+    tempfile.tempdir = work if Path(work).is_dir() else None
+    if cache_path is not None and not Path(cache_path).parent.is_dir():
+        from memkit.models import cache_dir
+
+        cache_path = str(cache_dir() / "ray-llm-cache.sqlite")
+    if stores_dir is not None and not Path(stores_dir).parent.is_dir():
+        raise RuntimeError(f"--keep-stores with Ray needs --out on a filesystem every node sees ({stores_dir})")
+    return _worker(config_json, instance_json, S, cache_path, stores_dir)
+
+
+def _advance(bar: tqdm, counts: dict[str, Any]) -> None:
+    """One more unit on the progress bar, with the model calls per second so far
+    (tqdm shows the units' rate and the ETA itself)."""
+    bar.calls = getattr(bar, "calls", 0) + int(counts.get("llm_calls", 0))  # type: ignore[attr-defined]
+    elapsed = bar.format_dict.get("elapsed") or 0.0
+    bar.set_postfix_str(f"{bar.calls} calls, {bar.calls / elapsed if elapsed else 0.0:.1f} calls/s",
+                        refresh=False)
+    bar.update(1)
 
 
 def _canonical(records: list[dict[str, Any]], order: dict[str, int]) -> list[dict[str, Any]]:
@@ -949,6 +1149,18 @@ def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def sum_tokens(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Token usage of ``unit_done`` markers summed per phase and model:
+    ``{phase: {model: {"calls", "input_tokens", "output_tokens", "total_tokens",
+    "cached_calls"}}}`` (phases ``write``, ``main``, ``forget``; empty for backends
+    that report no usage, such as ``extractive``)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for m in markers:
+        for phase, by_model in (m.get("tokens") or {}).items():
+            out[phase] = add_usage(out.get(phase, {}), by_model)
+    return {phase: out[phase] for phase in sorted(out)}
+
+
 def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
     """Write ``metrics.json``, the hypotheses files and the report from ``records``."""
     from evaluators.report import write_report
@@ -963,6 +1175,7 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
         "llm_calls": sum(m.get("llm_calls", 0) for m in markers),
         "cache_hits": sum(m.get("cache_hits", 0) for m in markers),
         "scored_calls": sum(1 for r in records if r["type"] == "call"),
+        "tokens": sum_tokens(markers),
     }
     metrics["findings"] = evaluate_findings(metrics, config.model_dump())
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
@@ -1025,6 +1238,14 @@ def register_cli(app: typer.Typer) -> None:
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
         deletion_modes: str = typer.Option(",".join(DELETION_MODES), help="Deletion modes ('' for none)."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
+        concurrency: int | None = typer.Option(
+            None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "
+                       "ollama:, 1 for extractive/llamacpp:)."),
+        rps: float | None = typer.Option(None, help="Cap on model requests per second per worker."),
+        executor: str = typer.Option(
+            "local", help="'local' (--workers processes here) or 'ray' (units as Ray tasks)."),
+        ray_address: str | None = typer.Option(
+            None, help="Ray cluster to join with --executor ray (default: RAY_ADDRESS, else a local Ray)."),
         out: Path = typer.Option(Path("runs/sweep"), help="Output directory."),
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
         keep_stores: bool = typer.Option(
@@ -1054,6 +1275,10 @@ def register_cli(app: typer.Typer) -> None:
                 ks=_int_list(k, "--k"),
                 deletion_modes=[m.strip() for m in deletion_modes.split(",") if m.strip()],
                 workers=workers,
+                concurrency=concurrency,
+                rps=rps,
+                executor=executor,
+                ray_address=ray_address,
                 keep_stores=keep_stores,
                 max_tokens=max_tokens,
                 n_resamples=n_resamples,

@@ -304,6 +304,24 @@ class ChatResponder:
         self.calls += 1
         return self.model.invoke(respond_prompt(query, [c.text for c in chunks])).text.strip()
 
+    def many(
+        self, items: Sequence[tuple[str, list[Chunk]]], *, concurrency: int = 1, rps: float | None = None
+    ) -> list[tuple[str, float]]:
+        """Answer many ``(query, chunks)`` pairs with up to ``concurrency`` calls in flight
+        (:func:`memkit.models.answer_many`: retries with backoff, optional ``rps`` cap,
+        identical prompts sent once).
+
+        Returns:
+            ``[(reply text, seconds), ...]`` in the order of ``items`` (the same texts
+            as calling this responder on each pair in turn).
+        """
+        from memkit.models import answer_many
+
+        prompts = [respond_prompt(q, [c.text for c in chunks]) for q, chunks in items]
+        replies = answer_many(self.model, prompts, concurrency=concurrency, rps=rps)
+        self.calls += sum(1 for _, dt in replies if dt > 0)
+        return [(message.text.strip(), dt) for message, dt in replies]
+
 
 # --------------------------------------------------------------------------- retriever
 
