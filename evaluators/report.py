@@ -679,7 +679,8 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)
     intro = (
         f"{metrics['n_instances']} instances; k ∈ {metrics['ks']}; S ∈ {metrics['summary_levels']}; "
-        f"model {config.get('model', metrics.get('model', '?'))}. "
+        f"model {config.get('model', metrics.get('model', '?'))}; "
+        f"memory design `{config.get('design', metrics.get('design', 'study'))}`. "
         "Values are means with 95% bootstrap CIs over instances."
     )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.sweep import SweepConfig, load_records, run_sweep
+from tests.stable import stable
 
 ray = pytest.importorskip("ray")
 
@@ -18,18 +19,6 @@ CFG = dict(n=2, seed=11, summary_levels=[0, 2], ks=[1, 3], deletion_modes=["none
            n_resamples=50)
 
 
-def _stable(obj):
-    """Drop what varies between two runs of one sweep (as tests/test_sweep.py's
-    ``_stable``): latencies and byte-level layout counts of chroma's files."""
-    if isinstance(obj, dict):
-        return {
-            k: ({s: n > 0 for s, n in v.items()} if k == "counts" else _stable(v))
-            for k, v in obj.items()
-            if k not in ("latency_s", "forensic_total", "forensic_copies", "bytes_before", "bytes_after")
-        }
-    if isinstance(obj, list):
-        return [_stable(v) for v in obj]
-    return obj
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +38,14 @@ def test_ray_executor_equals_local_executor(ray_head, tmp_path: Path) -> None:
     assert ray_head.address_info["node_ip_address"] == "127.0.0.1"
     local = run_sweep(SweepConfig(**CFG), tmp_path / "local", progress=False)
     remote = run_sweep(SweepConfig(**CFG, executor="ray"), tmp_path / "ray", progress=False)
-    assert _stable(remote) == _stable(local)
+    assert stable(remote) == stable(local)
     got, done, bad = load_records(tmp_path / "ray" / "results.jsonl")
     want, _, _ = load_records(tmp_path / "local" / "results.jsonl")
     assert not bad and len(done) == 4
-    assert _stable(got) == _stable(want)  # canonical order, whatever order tasks finished in
+    assert stable(got) == stable(want)  # canonical order, whatever order tasks finished in
     # the executor is not part of the run's identity: a ray run resumes a local one's directory
     again = run_sweep(SweepConfig(**CFG, executor="ray"), tmp_path / "local", resume=True, progress=False)
-    assert _stable(again) == _stable(local)
+    assert stable(again) == stable(local)
     assert json.loads((tmp_path / "ray" / "config.json").read_text()) == json.loads(
         (tmp_path / "local" / "config.json").read_text())
 

@@ -17,6 +17,7 @@ from filelock import FileLock
 
 from evaluators.probes import LEVELS
 from evaluators.sweep import SweepConfig, SweepLockedError, load_records, run_sweep
+from tests.stable import stable
 
 SMALL = dict(n=3, seed=7, n_resamples=200)
 
@@ -177,24 +178,10 @@ def test_kill_9_and_resume_gives_identical_metrics(small_run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads((out / "metrics.json").read_text())
     want = json.loads((out_ref / "metrics.json").read_text())
-    assert _stable(got) == _stable(want)
-    assert _stable(_records(out)) == _stable(_records(out_ref))
+    assert stable(got) == stable(want)
+    assert stable(_records(out)) == stable(_records(out_ref))
 
 
-def _stable(obj):
-    """Drop what legitimately varies between two runs of the same sweep: latencies, store
-    sizes in bytes around compaction, and the number of byte-level copies on disk
-    surfaces (chroma's page and log layout; whether a copy exists per instance and
-    surface is kept, ``disk_hnsw`` included)."""
-    if isinstance(obj, dict):
-        return {
-            k: ({s: n > 0 for s, n in v.items()} if k == "counts" else _stable(v))
-            for k, v in obj.items()
-            if k not in ("latency_s", "forensic_total", "forensic_copies", "bytes_before", "bytes_after")
-        }
-    if isinstance(obj, list):
-        return [_stable(v) for v in obj]
-    return obj
 
 
 @pytest.mark.slow
@@ -202,7 +189,7 @@ def test_parallel_workers_give_the_same_results(tmp_path):
     cfg = dict(n=2, seed=3, summary_levels=[0, 1], deletion_modes=["none", "full_purge"], n_resamples=100)
     one = run_sweep(SweepConfig(**cfg), tmp_path / "one", progress=False)
     two = run_sweep(SweepConfig(**cfg, workers=2), tmp_path / "two", progress=False)
-    assert _stable(one) == _stable(two)
+    assert stable(one) == stable(two)
     assert (tmp_path / "one" / "hypotheses.jsonl").read_text() == (tmp_path / "two" / "hypotheses.jsonl").read_text()
 
 
@@ -276,7 +263,7 @@ def test_resume_repairs_a_damaged_line_and_keeps_other_units(small_run, tmp_path
     with pytest.warns(UserWarning, match=f"lines \\[{victim + 1}\\]"):
         m = run_sweep(SweepConfig(**SMALL), out, resume=True, progress=False)
     assert list(out.glob("results.jsonl.damaged-*")), "the damaged original is kept"
-    assert _stable(m) == _stable(json.loads((out_ref / "metrics.json").read_text()))
+    assert stable(m) == stable(json.loads((out_ref / "metrics.json").read_text()))
     assert not (out / ".work").exists()
 
 
