@@ -182,6 +182,9 @@ _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _MERIDIEM = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.IGNORECASE)
 _SCALE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(k|K|thousand|million|billion)\b")
 _SCALES = {"k": 1000, "K": 1000, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_FRACTION = re.compile(r"(\d+)\u2044([1-9]\d*)")
+"""``1⁄2`` (fraction slash, what NFKC makes of ``½``) → ``0.5``."""
+_BARE_DECIMAL = re.compile(r"(?<![\w.])\.(\d)")
 _HALF = re.compile(r"\b(\d+) and a half\b", re.IGNORECASE)
 _DOZEN = re.compile(r"\b(?:a|one)\s+dozen\b", re.IGNORECASE)
 _MINUS = re.compile(r"\bminus\s+(?=\d)", re.IGNORECASE)
@@ -263,6 +266,9 @@ def normalize_numbers(text: str) -> str:
     text = _LETTER_PREFIX.sub(r"\1", text)
     text = _ROMAN.sub(_roman, text)
     text = _DOZEN.sub("12", text)
+    text = _FRACTION.sub(lambda m: _decimal_key(Decimal(m.group(1)) / Decimal(m.group(2))), text)
+    text = _BARE_DECIMAL.sub(r"0.\1", text)
+    text = _SCALE.sub(_scale, text)
     text = _alpha2digit(text)
     text = _HALF.sub(lambda m: f"{m.group(1)}.5", text)
     text = _MINUS.sub("-", text)
@@ -323,7 +329,7 @@ _NOT_NEGATING = re.compile(
 "none other than Tokyo", "not only Tokyo but also Kyoto"): removed before scoping."""
 _REJECT_BEFORE = re.compile(r"\b(?:instead\s+of|rather\s+than|except(?:\s+for)?|excluding|other\s+than)\b", re.I)
 """Cues that reject the phrase after them ("Osaka instead of Tokyo"): become ``not``."""
-_REJECT_QUESTION = re.compile(r"([^.!?;\n]+)\?\s*(?:no|nope)\b", re.IGNORECASE)
+_REJECT_QUESTION = re.compile(r"(?:^|(?<=[.!?;\n]))([^.!?;\n]+)\?\s*(?:no|nope)\b", re.IGNORECASE)
 """A phrase questioned and then denied ("Tokyo? No, Osaka."): the phrase is negated."""
 _INTERJECTION_NO = re.compile(
     r"(^|[.!?;]\s+)(?:no|nope)\b(?=\s*,|\s+(?:it|you|that|this|they|we|i|he|she)\b)", re.IGNORECASE
@@ -514,7 +520,7 @@ def offers_alternatives(answer: str, reference: str) -> bool:
     be", or, for a single-item reference, in a list of three or more items (commas,
     ``and``). The kind: a number for a numeric reference; a capitalised word for a
     reference with names (key words); any content word otherwise (disjunctions only).
-    Items holding a negation cue are not offered.
+    Items from the first one holding a negation cue on are not offered.
 
     ``"It could be 35, 36, 37, 38, 39 or 40."`` for ``38`` → True; ``"3 or 4 hours"``
     for ``3-4 hours`` → False (every candidate is the reference's).
@@ -531,11 +537,13 @@ def offers_alternatives(answer: str, reference: str) -> bool:
             continue
         matching = other = 0
         first = True
+        negated = False  # a negation cue also rules out the items after it ("not X or Y")
         for item in items:
             toks = _raw_tokens(item)
             if not toks:
                 continue
-            if any(t.lower() in _NEGATION_CUES for t in toks):
+            negated = negated or any(t.lower() in _NEGATION_CUES for t in toks)
+            if negated:
                 first = False
                 continue
             stems = [_stem(t) for t in toks]
@@ -574,6 +582,9 @@ def _substituted(have: list[str], reference: str, missing: set[str]) -> bool:
             return True
     return False
 
+
+_ZERO_WORDS = frozenset({"none", "noth", "nobodi"})
+"""Stems of an affirmed "none"/"nothing"/"nobody" answer: the count zero."""
 
 _POLAR = frozenset(
     {"yes", "no", "both", "neither", "either", "all", "none", "nothing", "everything", "something",
@@ -651,6 +662,8 @@ def lme_verdict(
                 if "day" in units or (not units and len(ref_values) == 1 and day_question):
                     tolerance = 1
             units_of = [] if value in codes else ref_tokens
+            if value == "0" and have_set & _ZERO_WORDS:
+                continue
             if not _number_found(have, units_of, value, ref_values, tolerance):
                 missing.append(value)
         # the reference's names and codes beside its numbers (``GR`` of ``GR-90``)
