@@ -472,7 +472,12 @@ def _unit_after(tokens: list[str], i: int) -> str | None:
 
 
 def _number_found(
-    have: list[str], ref_tokens: list[str], value: str, ref_values: set[str], tolerance: int
+    have: list[str],
+    ref_tokens: list[str],
+    value: str,
+    ref_values: set[str],
+    tolerance: int,
+    counted: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether the answer's affirmed stems ``have`` state ``value`` as the reference does.
 
@@ -480,10 +485,13 @@ def _number_found(
     it in the answer is not a different unit/noun than the reference's word after
     ``value`` (the reference's word within the answer's next three tokens also counts),
     and, for a time unit, no further ``[and] N <time unit>`` part the reference lacks
-    follows ("2 hours and 30 minutes" does not state "2 hours").
+    follows ("2 hours and 30 minutes" does not state "2 hours"). A reference number
+    without a word after it takes the question's counted noun (``counted``: the words
+    after "How many", e.g. ``bike`` for "How many bikes do I own?").
     """
     ref_units = {u for i, t in enumerate(ref_tokens)
                  if _NUMBER.match(t) and _number_key(t) == value and (u := _unit_after(ref_tokens, i))}
+    ref_units = ref_units or set(counted)
     target = Decimal(value)
     for i, t in enumerate(have):
         if not _NUMBER.match(t) or abs(Decimal(_number_key(t)) - target) > tolerance:
@@ -506,6 +514,24 @@ def _number_found(
                 continue
         return True
     return False
+
+
+_HOW_MANY = re.compile(r"\bhow\s+many\s+([^?.!;,]*)", re.IGNORECASE)
+
+
+def _counted_noun(question: str) -> frozenset[str]:
+    """Stems of the words a "How many …" question counts, up to the first stop word
+    (``"How many pre-1920 American coins do I have?"`` → pre, 1920, american, coin);
+    empty for other questions."""
+    m = _HOW_MANY.search(normalize_numbers(question))
+    if not m:
+        return frozenset()
+    out = []
+    for tok in _raw_tokens(m.group(1)):
+        if tok.lower() in STOP_WORDS:
+            break
+        out.append(_stem(tok))
+    return frozenset(out)
 
 
 _DISJUNCTION = re.compile(r"\b(?:or|either|between|could\s+be|might\s+be)\b", re.IGNORECASE)
@@ -652,6 +678,7 @@ def lme_verdict(
         ref_values = set(ref_numbers)
         # numbers of codes (``GR-90``, ``B12``) are names, not quantities with a unit
         codes = {_number_key(m) for m in re.findall(r"(?<=[^\W\d_])-?(\d+)", normalize_numbers(reference))}
+        counted = _counted_noun(question or "")
         day_question = re.search(r"\bhow\s+many\s+days\b", question or "", re.I) is not None
         missing = []
         for value in dict.fromkeys(ref_numbers):
@@ -664,7 +691,7 @@ def lme_verdict(
             units_of = [] if value in codes else ref_tokens
             if value == "0" and have_set & _ZERO_WORDS:
                 continue
-            if not _number_found(have, units_of, value, ref_values, tolerance):
+            if not _number_found(have, units_of, value, ref_values, tolerance, counted):
                 missing.append(value)
         # the reference's names and codes beside its numbers (``GR`` of ``GR-90``)
         content, key = key_words(reference)

@@ -420,3 +420,13 @@ def test_non_string_input_is_a_clear_error():
         lme_verdict(None, "Tokyo", 0.9)
     with pytest.raises(TypeError, match="reference must be a string"):
         lme_verdict("Tokyo", None, 0.9)
+
+
+def test_bare_number_reference_takes_the_questions_counted_noun():
+    q = "How many bikes do I own?"
+    assert not lme_verdict("You own three cars.", "three", 0.9, question=q).correct
+    assert lme_verdict("You own three bikes.", "three", 0.9, question=q).correct
+    assert lme_verdict("Three.", "three", 0.9, question=q).correct
+    q2 = "How many pre-1920 American coins do I have in my collection?"
+    assert lme_verdict("You have 38 pre-1920 American coins.", "38", 0.9, question=q2).correct
+    assert lme_verdict("You have 38 coins.", "38", 0.9, question=q2).correct
