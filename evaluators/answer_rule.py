@@ -10,42 +10,53 @@ and a different answer of the same kind passes the cosine. This module holds the
 text side of the rule that fixes these classes; :func:`evaluators.metrics.score_answers`
 embeds the texts and calls :func:`lme_verdict` with the cosine.
 
-The ``lme`` rule, in order (each step is a function below):
+The ``lme`` rule, in order (each step is a function below; docs/metrics.md spells
+out every form and cue):
 
 1. **Abstention** (:func:`abstains`): for a question id ending ``_abs`` the answer is
    correct iff it abstains (says the information is not available, was not mentioned,
-   or that it does not know); any specific answer is wrong. For other questions an
-   abstaining answer is never rescued by the cosine.
+   was not shared, cannot be found, or that it does not know); any specific answer is
+   wrong, and a doubt beside a specific numeric answer is no abstention. For other
+   questions an abstaining answer is never rescued by the cosine.
 2. **Numbers** (:func:`normalize_numbers`): on both sides number words become digits
-   (``text2num``'s ``alpha2digit``, threshold 0, so ``"one"`` → ``1``), ordinals lose
-   their suffix (``21st`` → ``21``), ``$1,200`` → ``1200 dollars``, ``42%`` → ``42
-   percent``, digit groups are joined (``1,000`` → ``1000``) and numbers compare by value
-   (``38.0`` equals ``38``). When the reference holds numbers, the answer is correct iff
-   every one of them occurs in a non-negated clause of the answer, so do the
-   reference's key words (step 4: ``GR`` of ``GR-90``), and a time unit
-   that follows the number in the reference (second … year) is not replaced by another
-   time unit in the answer; the cosine never decides. For ``temporal-reasoning``
-   questions a count of days may be off by one (LongMemEval's judge tolerates it).
+   (``text2num``'s ``alpha2digit``, threshold 0, piecewise on long texts), ordinals,
+   money, percent, ``k``/``million``, ``and a half``, ``a dozen``, signs, clock times
+   (24 h), ISO dates, Roman numerals after a capitalised word and ``No. 5`` are put in
+   one form, and numbers compare by exact value (``Decimal``). When the reference holds
+   numbers, the answer is correct iff every one of them occurs in a non-negated clause
+   of the answer *with the reference's unit* (:func:`_number_found`: the word after the
+   number, or the noun a "How many …" question counts, is not replaced by another; a
+   duration has no extra part), so do the reference's key words (step 4: ``GR`` of
+   ``GR-90``); the cosine never decides. For ``temporal-reasoning`` questions a count
+   of days may be off by one (LongMemEval's judge tolerates it); other numbers are exact.
 3. **Negation** (:func:`affirmed_tokens`): the answer is split into clauses (at ``. ;
-   : ! ?``, commas, and ``but``/``however``/``although``/``though``/``whereas``); inside a
-   clause every token after a negation cue (``not``, ``no``, ``never``, ``n't`` forms,
-   ``without``, ``neither``, ``nor``) is negated and does not count as a match.
+   : ! ?``, commas, ``but``/``however``/``although``/``though``/``whereas``/``instead``/
+   ``yet`` and ``and now|then|…``); inside a clause every token after a negation cue
+   (``not``, ``no``, ``never``, ``n't`` forms, ``without``, ``neither``, ``nor``, and the
+   rejections ``instead of``/``rather than``/``except``/``other than``) is negated and
+   does not count as a match; a clause ``X was not …``/``X is wrong``/``X? No`` is
+   negated whole; idioms (``no doubt``, ``none other than``, ``not only``) and an
+   answering ``No,`` do not negate; a cue followed only by stop words is the answer.
 4. **Content words** (:func:`key_words`): tokens of the reference minus a stop list
    that keeps answer-bearing words (scikit-learn's list without its number words and
    nouns such as ``bill``, ``fire``, ``name``, ``system``, ``first``, ``last``), compared
-   as Snowball (Porter2) stems. All present → correct. Otherwise, the same kind but a
-   different entity must not pass: the answer is correct only when the reference is
-   not a list (no comma, semicolon, ``&``, ``and``, ``or``: every item of a list
-   counts), has at least three content words, at most a third of them are missing, none of the
-   missing ones is a *key* word (written with a capital letter or a digit in the
-   reference: a name, brand, code), and the cosine exceeds the threshold.
-5. **Preference rubrics** (``single-session-preference``, a reference of the form "The
+   as accent-folded Snowball (Porter2) stems. All present → correct. Otherwise, the same
+   kind but a different entity must not pass: the answer is correct only when the
+   reference is not a list (no comma, semicolon, ``&``, ``and``, ``or``: every item of a
+   list counts), has at least three content words, at most a third of them are
+   missing, none of the missing ones is a *key* word (written with a capital letter or
+   a digit in the reference: a name, brand, code) or replaced by another content word
+   (:func:`_substituted`), and the cosine exceeds the threshold.
+5. **Alternatives** (:func:`offers_alternatives`): an answer that steps 2 or 4 would
+   accept is wrong when it hedges over several candidates of the reference's kind.
+6. **Preference rubrics** (``single-session-preference``, a reference of the form "The
    user would prefer …"): the rubric's own words (content words of its non-negated
    "prefer" sentences, minus the question's words and the rubric's boilerplate) are the
    evidence; the answer is correct iff it uses at least one of them and does not
    abstain (LongMemEval's rubric: the reply need not reflect every point, only recall
    and use the user's information correctly).
-6. A reference without content words or numbers falls back to the cosine alone.
+7. A reference without content words or numbers: its polar/quantifier word (``yes``,
+   ``no``, ``both``, ``none`` …) must be in the answer; then the cosine alone decides.
 
 Source: issue 13 and LongMemEval's official judging semantics (Wu et al., ICLR 2025,
 ``src/evaluation/evaluate_qa.py``); the agreement set ``tests/data/pr_agreement.csv``
@@ -544,8 +555,9 @@ def offers_alternatives(answer: str, reference: str) -> bool:
     step 0): a sentence that holds the reference's answer also offers another candidate
     of the same kind, joined by ``or``/``either``/``between … and``/"could be"/"might
     be", or, for a single-item reference, in a list of three or more items (commas,
-    ``and``). The kind: a number for a numeric reference; a capitalised word for a
-    reference with names (key words); any content word otherwise (disjunctions only).
+    ``and``) whose other items are short (≤ 2 tokens for numbers, ≤ 3 for names). The
+    kind: a number for a numeric reference; a capitalised word for a reference of names
+    (a capitalised content word); with a disjunction, any other content word too.
     Items from the first one holding a negation cue on are not offered.
 
     ``"It could be 35, 36, 37, 38, 39 or 40."`` for ``38`` → True; ``"3 or 4 hours"``
@@ -554,6 +566,8 @@ def offers_alternatives(answer: str, reference: str) -> bool:
     ref_values = set(number_values(reference))
     content, key = key_words(reference)
     ref_is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
+    # a reference of names (a key word, or a capitalised content word even in first place)
+    names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in _raw_tokens(reference))
     for sentence in _SENTENCE.split(normalize_numbers(answer)):
         items = [x for x in _ITEM_SPLIT.split(sentence) if x.strip()]
         if len(items) < 2:
@@ -582,13 +596,13 @@ def offers_alternatives(answer: str, reference: str) -> bool:
             else:
                 if content and content <= set(stems) or (ref_is_list and set(stems) & content):
                     matching += 1
-                elif key:
+                else:
                     caps = [t for j, t in enumerate(toks) if t[:1].isupper() and not (first and j == 0)
                             and t.lower() not in STOP_WORDS]
-                    if any(_stem(t) not in content for t in caps) and (disjunction or len(toks) <= 3):
+                    if names and any(_stem(t) not in content for t in caps) and (disjunction or len(toks) <= 3):
                         other += 1
-                elif disjunction and any(s not in content and s not in _stop_stems() for s in stems):
-                    other += 1
+                    elif disjunction and any(s not in content and s not in _stop_stems() for s in stems):
+                        other += 1
             first = False
         if matching and other:
             return True

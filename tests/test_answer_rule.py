@@ -234,6 +234,7 @@ def test_length_mismatch_of_question_metadata(embedder):
         # ... but the reference's own alternatives, and a plain list around it, pass
         ("3 or 4 hours.", "3-4 hours", True),
         ("Maybe Tokyo.", "Tokyo", True),
+        ("You've been to Paris, London, Tokyo, Rome, Berlin and Oslo.", "Tokyo", False),
         ("Not 40 coins, you have 38.", "38", True),
         ("On Monday, March 15, 2023.", "March 15, 2023", True),
     ],
