@@ -10,42 +10,53 @@ and a different answer of the same kind passes the cosine. This module holds the
 text side of the rule that fixes these classes; :func:`evaluators.metrics.score_answers`
 embeds the texts and calls :func:`lme_verdict` with the cosine.
 
-The ``lme`` rule, in order (each step is a function below):
+The ``lme`` rule, in order (each step is a function below; docs/metrics.md spells
+out every form and cue):
 
 1. **Abstention** (:func:`abstains`): for a question id ending ``_abs`` the answer is
    correct iff it abstains (says the information is not available, was not mentioned,
-   or that it does not know); any specific answer is wrong. For other questions an
-   abstaining answer is never rescued by the cosine.
+   was not shared, cannot be found, or that it does not know); any specific answer is
+   wrong, and a doubt beside a specific numeric answer is no abstention. For other
+   questions an abstaining answer is never rescued by the cosine.
 2. **Numbers** (:func:`normalize_numbers`): on both sides number words become digits
-   (``text2num``'s ``alpha2digit``, threshold 0, so ``"one"`` → ``1``), ordinals lose
-   their suffix (``21st`` → ``21``), ``$1,200`` → ``1200 dollars``, ``42%`` → ``42
-   percent``, digit groups are joined (``1,000`` → ``1000``) and numbers compare by value
-   (``38.0`` equals ``38``). When the reference holds numbers, the answer is correct iff
-   every one of them occurs in a non-negated clause of the answer, so do the
-   reference's key words (step 4: ``GR`` of ``GR-90``), and a time unit
-   that follows the number in the reference (second … year) is not replaced by another
-   time unit in the answer; the cosine never decides. For ``temporal-reasoning``
-   questions a count of days may be off by one (LongMemEval's judge tolerates it).
+   (``text2num``'s ``alpha2digit``, threshold 0, piecewise on long texts), ordinals,
+   money, percent, ``k``/``million``, ``and a half``, ``a dozen``, signs, clock times
+   (24 h), ISO dates, Roman numerals after a capitalised word and ``No. 5`` are put in
+   one form, and numbers compare by exact value (``Decimal``). When the reference holds
+   numbers, the answer is correct iff every one of them occurs in a non-negated clause
+   of the answer *with the reference's unit* (:func:`_number_found`: the word after the
+   number, or the noun a "How many …" question counts, is not replaced by another; a
+   duration has no extra part), so do the reference's key words (step 4: ``GR`` of
+   ``GR-90``); the cosine never decides. For ``temporal-reasoning`` questions a count
+   of days may be off by one (LongMemEval's judge tolerates it); other numbers are exact.
 3. **Negation** (:func:`affirmed_tokens`): the answer is split into clauses (at ``. ;
-   : ! ?``, commas, and ``but``/``however``/``although``/``though``/``whereas``); inside a
-   clause every token after a negation cue (``not``, ``no``, ``never``, ``n't`` forms,
-   ``without``, ``neither``, ``nor``) is negated and does not count as a match.
+   : ! ?``, commas, ``but``/``however``/``although``/``though``/``whereas``/``instead``/
+   ``yet`` and ``and now|then|…``); inside a clause every token after a negation cue
+   (``not``, ``no``, ``never``, ``n't`` forms, ``without``, ``neither``, ``nor``, and the
+   rejections ``instead of``/``rather than``/``except``/``other than``) is negated and
+   does not count as a match; a clause ``X was not …``/``X is wrong``/``X? No`` is
+   negated whole; idioms (``no doubt``, ``none other than``, ``not only``) and an
+   answering ``No,`` do not negate; a cue followed only by stop words is the answer.
 4. **Content words** (:func:`key_words`): tokens of the reference minus a stop list
    that keeps answer-bearing words (scikit-learn's list without its number words and
    nouns such as ``bill``, ``fire``, ``name``, ``system``, ``first``, ``last``), compared
-   as Snowball (Porter2) stems. All present → correct. Otherwise, the same kind but a
-   different entity must not pass: the answer is correct only when the reference is
-   not a list (no comma, semicolon, ``&``, ``and``, ``or``: every item of a list
-   counts), has at least three content words, at most a third of them are missing, none of the
-   missing ones is a *key* word (written with a capital letter or a digit in the
-   reference: a name, brand, code), and the cosine exceeds the threshold.
-5. **Preference rubrics** (``single-session-preference``, a reference of the form "The
+   as accent-folded Snowball (Porter2) stems. All present → correct. Otherwise, the same
+   kind but a different entity must not pass: the answer is correct only when the
+   reference is not a list (no comma, semicolon, ``&``, ``and``, ``or``: every item of a
+   list counts), has at least three content words, at most a third of them are
+   missing, none of the missing ones is a *key* word (written with a capital letter or
+   a digit in the reference: a name, brand, code) or replaced by another content word
+   (:func:`_substituted`), and the cosine exceeds the threshold.
+5. **Alternatives** (:func:`offers_alternatives`): an answer that steps 2 or 4 would
+   accept is wrong when it hedges over several candidates of the reference's kind.
+6. **Preference rubrics** (``single-session-preference``, a reference of the form "The
    user would prefer …"): the rubric's own words (content words of its non-negated
    "prefer" sentences, minus the question's words and the rubric's boilerplate) are the
    evidence; the answer is correct iff it uses at least one of them and does not
    abstain (LongMemEval's rubric: the reply need not reflect every point, only recall
    and use the user's information correctly).
-6. A reference without content words or numbers falls back to the cosine alone.
+7. A reference without content words or numbers: its polar/quantifier word (``yes``,
+   ``no``, ``both``, ``none`` …) must be in the answer; then the cosine alone decides.
 
 Source: issue 13 and LongMemEval's official judging semantics (Wu et al., ICLR 2025,
 ``src/evaluation/evaluate_qa.py``); the agreement set ``tests/data/pr_agreement.csv``
@@ -54,9 +65,12 @@ and ``benchmarks/bench_pr_agreement.py`` measure the agreement.
 
 from __future__ import annotations
 
+import datetime as _dt
+import difflib
 import re
 import unicodedata
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
 import snowballstemmer
@@ -73,6 +87,7 @@ __all__ = [
     "lme_verdict",
     "normalize_numbers",
     "number_values",
+    "offers_alternatives",
 ]
 
 ANSWER_BEARING = frozenset(
@@ -93,17 +108,18 @@ ANSWER_BEARING = frozenset(
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS - ANSWER_BEARING)
 """The ``lme`` rule's stop list: scikit-learn's minus :data:`ANSWER_BEARING`."""
 
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
+_TOKEN = re.compile(r"(?<![\w.])-\d+(?:[.,]\d+)*|\d+(?:[.,]\d+)*|[^\W\d_]+")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
 _APOSTROPHE = re.compile(r"(?<=\w)['’](?=\w)")
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+$")
-_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
 _MONEY = re.compile(r"([$€£])\s?(\d[\d,]*(?:\.\d+)?)")
 _CURRENCY = {"$": "dollars", "€": "euros", "£": "pounds"}
 _PERCENT = re.compile(r"(\d)\s?%")
 _CLAUSE = re.compile(
-    r"[.;:!?\n]+(?:\s|$)|,\s|\s[-–—]\s|\b(?:but|however|although|though|whereas|instead)\b",
+    r"[.;:!?\n]+(?:\s|$)|,\s|\s[-–—]\s|\b(?:but|however|although|though|whereas|instead|yet)\b"
+    r"|\band\s+(?:now|then|later|currently|also)\b",
     re.IGNORECASE,
 )
 _NEGATION_CUES = frozenset(
@@ -139,11 +155,19 @@ _ABSTAIN = re.compile(
     r"discussed|talked|recorded|available)"
     r"|no\s+(?:information|record|records|mention|details?|data|memory|memories|way\s+to\s+know|"
     r"indication|evidence)"
-    r"|not\s+(?:enough|sure|certain|able)|unable\s+to|can(?:no|['’])t\s+(?:determine|tell|find|say|"
+    r"|not\s+enough\s+(?:information|info|detail|details|data|context|to\s+(?:answer|determine|tell|say|know))"
+    r"|not\s+(?:sure|certain)(?!\s+(?:that\s+)?(?:you|if\s+you|whether\s+you)\b)|not\s+able"
+    r"|not\s+something\s+(?:you(?:'ve|\s+have)?\s+)?(?:shared|mentioned|told|said|discussed)"
+    r"|nothing\s+in\s+(?:our|your|the|my)\s+(?:chats?|conversations?|history|messages|notes|records)"
+    r"|no\s+knowledge|(?:could|can)(?:\s*n[o']?t|not)\s+find|couldnt\s+find|impossible\s+to\s+(?:tell|say|know|determine)"
+    r"|(?:conversations?|chats?|history|messages)\s+(?:do|does|did)\s*(?:n[o']?t|not)\s+"
+    r"(?:cover|mention|include|say|contain|show)"
+    r"|(?:but|and)\s+not\s+(?:your|the|any|its|their|his|her)\b"
+    r"|unable\s+to|can(?:no|['’])t\s+(?:determine|tell|find|say|"
     r"know|answer|recall|confirm)|cannot\s+(?:determine|tell|find|say|know|answer|recall|confirm)"
     r"|(?:is|are|was)\s*n[o']?t\s+(?:mentioned|available|specified|provided|known|recorded|stated|clear)"
     r"|(?:isn|aren|wasn)['’]?t\s+(?:mentioned|available|specified|provided|known|recorded|stated|clear)"
-    r"|unknown|insufficient|unclear\s+from|no\s+idea|not\s+have\s+(?:that|this|any|enough)"
+    r"|(?:^|[.!?]\s+)(?:that(?:'s|\s+is)|it(?:'s|\s+is))\s+unknown|insufficient|unclear\s+from|no\s+idea|not\s+have\s+(?:that|this|any|enough)"
     r"|(?:but|and)\s+not\s+(?:how|what|when|where|which|who|whether|the\s+(?:number|amount|exact))"
     r"|(?:was|were|is|are)\s*n[o']?t\s+(?:shared|given|told)|(?:wasn|weren|isn|aren)'t\s+(?:shared|given|told)"
     r")\b",
@@ -156,20 +180,112 @@ def _stemmer() -> snowballstemmer.stemmer:
     return snowballstemmer.stemmer("english")
 
 
+_ALPHA2DIGIT_CHUNK = 400
+"""Longest piece (characters) handed to ``alpha2digit`` at once: its cost grows with the
+square of a run of number words, so long texts are converted piece by piece."""
+_NUMBER_SIGN = re.compile(r"\b(?:No|no|NO)\.?\s*(?=\d)")
+_PRONOUN_ONE = re.compile(
+    r"\b((?:the|this|that|which|another|each|every|any|same|other)\s+(?:[^\W\d_]+\s+)?)one\b"
+    r"(?=\s*(?:[.,;:!?)]|$|\b(?:of|that|which|you|i|we)\b))",
+    re.IGNORECASE,
+)
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MERIDIEM = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.IGNORECASE)
+_SCALE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(k|K|thousand|million|billion)\b")
+_SCALES = {"k": 1000, "K": 1000, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_FRACTION = re.compile(r"(\d+)\u2044([1-9]\d*)")
+"""``1⁄2`` (fraction slash, what NFKC makes of ``½``) → ``0.5``."""
+_BARE_DECIMAL = re.compile(r"(?<![\w.])\.(\d)")
+_HALF = re.compile(r"\b(\d+) and a half\b", re.IGNORECASE)
+_DOZEN = re.compile(r"\b(?:a|one)\s+dozen\b", re.IGNORECASE)
+_MINUS = re.compile(r"\bminus\s+(?=\d)", re.IGNORECASE)
+_LETTER_PREFIX = re.compile(r"\b([A-Za-z])-(?=[A-Za-z]{2,})")
+_ROMAN = re.compile(r"\b([A-Z][a-z]+ )(?=[IVXL]{2})(L?X{0,3}(?:IX|IV|V?I{0,3}))\b")
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50}
+
+
+def _roman(m: re.Match) -> str:
+    text = m.group(2)
+    values = [_ROMAN_VALUES[c] for c in text]
+    total = sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
+    return m.group(1) + str(total)
+
+
+def _alpha2digit(text: str) -> str:
+    """``alpha2digit`` (English, threshold 0) on pieces of at most
+    :data:`_ALPHA2DIGIT_CHUNK` characters cut at whitespace."""
+    if len(text) <= _ALPHA2DIGIT_CHUNK:
+        return alpha2digit(text, "en", threshold=0)
+    out, piece = [], []
+    size = 0
+    for word in re.split(r"(\s+)", text):
+        piece.append(word)
+        size += len(word)
+        if size >= _ALPHA2DIGIT_CHUNK and word.isspace():
+            out.append(alpha2digit("".join(piece), "en", threshold=0))
+            piece, size = [], 0
+    out.append(alpha2digit("".join(piece), "en", threshold=0))
+    return "".join(out)
+
+
+def _iso_date(m: re.Match) -> str:
+    try:
+        d = _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    except ValueError:
+        return m.group(0)
+    return f"{d:%B} {d.day}, {d.year}"
+
+
+def _meridiem(m: re.Match) -> str:
+    hour, minute = int(m.group(1)), int(m.group(2) or 0)
+    if not 1 <= hour <= 12:
+        return m.group(0)
+    hour = hour % 12 + (12 if m.group(3).lower() == "p" else 0)
+    return f"{hour}:{minute:02d}"
+
+
+def _scale(m: re.Match) -> str:
+    value = Decimal(m.group(1)) * _SCALES[m.group(2)]
+    return _decimal_key(value)
+
+
 def normalize_numbers(text: str) -> str:
     """``text`` with numbers in one form (module doc, step 2): number words → digits
-    (``text2num.alpha2digit``, English, threshold 0), ``21st`` → ``21``, ``$1,200`` →
-    ``1200 dollars`` (``€`` euros, ``£`` pounds), ``42%`` → ``42 percent``,
-    ``1,000`` → ``1000``.
+    (``text2num.alpha2digit``, English, threshold 0, applied piecewise to long texts),
+    ``21st`` → ``21``, ``$1,200`` → ``1200 dollars`` (``€`` euros, ``£`` pounds),
+    ``42%`` → ``42 percent``, ``1,000`` → ``1000``, ``1.2k`` / ``1.2 million`` →
+    ``1200`` / ``1200000``, ``two and a half`` → ``2.5``, ``a dozen`` → ``12``,
+    ``minus 5`` → ``-5``, clock times to 24 h (``2:30 pm`` → ``14:30``, ``5 am`` →
+    ``5:00``), ISO dates to ``March 15, 2023``, Roman numerals after a capitalised word
+    (``World War II`` → ``World War 2``), ``No. 5`` → ``number 5``, ``e-mail`` →
+    ``email``, and a pronoun ``one`` (``the blue one``) dropped.
 
     Args:
         text: any text.
 
+    Raises:
+        TypeError: ``text`` is not a string.
+
     Returns:
         The normalised text (NFKC).
     """
+    if not isinstance(text, str):
+        raise TypeError(f"expected a string, got {type(text).__name__}")
     text = unicodedata.normalize("NFKC", text)
-    text = alpha2digit(text, "en", threshold=0)
+    text = _NUMBER_SIGN.sub("number ", text)
+    text = _PRONOUN_ONE.sub(r"\1", text)
+    text = _LETTER_PREFIX.sub(r"\1", text)
+    text = _ROMAN.sub(_roman, text)
+    text = _DOZEN.sub("12", text)
+    text = _FRACTION.sub(lambda m: _decimal_key(Decimal(m.group(1)) / Decimal(m.group(2))), text)
+    text = _BARE_DECIMAL.sub(r"0.\1", text)
+    text = _SCALE.sub(_scale, text)
+    text = _alpha2digit(text)
+    text = _HALF.sub(lambda m: f"{m.group(1)}.5", text)
+    text = _MINUS.sub("-", text)
+    text = _ISO_DATE.sub(_iso_date, text)
+    text = _MERIDIEM.sub(_meridiem, text)
+    text = _SCALE.sub(_scale, text)
     text = _MONEY.sub(lambda m: f"{m.group(2).replace(',', '')} {_CURRENCY[m.group(1)]}", text)
     text = _PERCENT.sub(r"\1 percent", text)
     return _ORDINAL.sub(r"\1", text)
@@ -184,7 +300,9 @@ def _raw_tokens(text: str) -> list[str]:
 
 
 def _stem(token: str) -> str:
-    token = token.lower()
+    """Snowball stem of a lower-cased, accent-folded token (NFKD without combining marks:
+    ``Café`` and ``Cafe`` share a stem); number tokens become value keys."""
+    token = "".join(c for c in unicodedata.normalize("NFKD", token.lower()) if not unicodedata.combining(c))
     if _NUMBER.match(token):
         return _number_key(token)
     return _stemmer().stemWord(token)
@@ -192,8 +310,18 @@ def _stem(token: str) -> str:
 
 def _number_key(token: str) -> str:
     """A number token by value: ``38.0`` and ``38`` → ``"38"``; ``2.50`` → ``"2.5"``."""
-    value = float(token)
-    return str(int(value)) if value.is_integer() else repr(value)
+    try:
+        return _decimal_key(Decimal(token))
+    except InvalidOperation:
+        return token
+
+
+def _decimal_key(value: Decimal) -> str:
+    """Exact value key of a number: integral values without a fraction, others without
+    trailing zeros (exact for any length, unlike ``float``)."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return format(value.normalize(), "f")
 
 
 def number_values(text: str) -> list[str]:
@@ -202,19 +330,61 @@ def number_values(text: str) -> list[str]:
     return [_number_key(t) for t in _raw_tokens(normalize_numbers(text)) if _NUMBER.match(t)]
 
 
+_NOT_NEGATING = re.compile(
+    r"\b(?:no\s+(?:doubt|wonder|question)|without\s+(?:a\s+)?(?:doubt|question)"
+    r"|(?:none|nobody|no\s+one|nothing)\s+(?:other|else)\s+than|not\s+(?:only|just|merely|to\s+mention)"
+    r"|(?:do|does|did|is|was|are|were)(?:n['’]?t|\s+not)\s+(?:only|just|merely))\b",
+    re.IGNORECASE,
+)
+"""Idioms whose negation word does not negate what follows ("no doubt it was Tokyo",
+"none other than Tokyo", "not only Tokyo but also Kyoto"): removed before scoping."""
+_REJECT_BEFORE = re.compile(r"\b(?:instead\s+of|rather\s+than|except(?:\s+for)?|excluding|other\s+than)\b", re.I)
+"""Cues that reject the phrase after them ("Osaka instead of Tokyo"): become ``not``."""
+_REJECT_QUESTION = re.compile(r"(?:^|(?<=[.!?;\n]))([^.!?;\n]+)\?\s*(?:no|nope)\b", re.IGNORECASE)
+"""A phrase questioned and then denied ("Tokyo? No, Osaka."): the phrase is negated."""
+_INTERJECTION_NO = re.compile(
+    r"(^|[.!?;]\s+)(?:no|nope)\b(?=\s*,|\s+(?:it|you|that|this|they|we|i|he|she)\b)", re.IGNORECASE
+)
+"""A clause-initial "No" answering a premise ("No, it was Tokyo."): not a cue."""
+_REJECT_AFTER = re.compile(
+    r"\b(?:(?:is|was|are|were)\s+(?:not|wrong|incorrect|mistaken)|(?:isn|wasn|aren|weren)['’]?t)\b",
+    re.IGNORECASE,
+)
+"""A copula negated after its subject ("Tokyo was not where you went", "Tokyo is
+wrong"): the whole clause is negated."""
+
+
 def affirmed_tokens(text: str) -> list[str]:
     """Stemmed tokens of ``text`` (after :func:`normalize_numbers`) outside negated
     scope (module doc, step 3), in order.
 
+    A clause is cut at ``. ; : ! ?``, commas, dashes, ``but``/``however``/``although``/
+    ``though``/``whereas``/``instead``/``yet`` and ``and now|then|later|currently|also``.
+    Inside a clause every token after a negation cue is negated; a cue followed only by
+    stop words ("You have none.", "None of them") is itself the affirmed answer.
+    Rejections before the word ("instead of", "rather than", "except", "other than"),
+    after it ("Tokyo was not …", "Tokyo is wrong", "Tokyo? No, …") negate it; idioms
+    (:data:`_NOT_NEGATING`) and an answering "No," / "No it was …" do not negate.
+
     ``"I don't think you told me about the Ferrari"`` → ``["i"]``;
     ``"Not the Porsche, the Ferrari"`` → ``["ferrari"]`` and stop words are kept.
     """
+    text = normalize_numbers(text)
+    text = _NOT_NEGATING.sub(" ", text)
+    text = _REJECT_QUESTION.sub(lambda m: f"not {m.group(1)}. ", text)
+    text = _INTERJECTION_NO.sub(r"\1", text)
+    text = _REJECT_BEFORE.sub(" not ", text)
     out: list[str] = []
-    for clause in _CLAUSE.split(normalize_numbers(text)):
-        negated = False
-        for tok in _raw_tokens(clause):
+    for clause in _CLAUSE.split(text):
+        if clause is None:
+            continue
+        negated = bool(_REJECT_AFTER.search(clause))
+        tokens = _raw_tokens(clause)
+        for i, tok in enumerate(tokens):
             low = tok.lower()
             if low in _NEGATION_CUES:
+                if all(t.lower() in STOP_WORDS for t in tokens[i + 1 :]):
+                    out.append(_stem(tok))
                 negated = True
                 continue
             if not negated:
@@ -247,17 +417,34 @@ def key_words(reference: str) -> tuple[set[str], set[str]]:
     return content, key
 
 
+_REPORTING = re.compile(r"\b(?:mention|told|tell|said|say|shar|talk|discuss)", re.IGNORECASE)
+
+
 def abstains(text: str) -> bool:
     """Whether an answer abstains: says it does not know, that the information was not
     mentioned / is not available / is not enough, or that it cannot determine or find
     it (``_ABSTAIN``: "I don't know", "You didn't mention …", "There is no information
-    …", "not enough information", "I'm not sure", "I can't determine …", "unknown").
+    …", "not enough information", "I'm not sure", "I can't determine …", "That's not
+    something you've shared", "Nothing in our chats …", "I couldn't find …",
+    "It's impossible to tell", "Our conversations don't cover …").
+
+    A statement of that kind next to a specific numeric answer ("You have 120 pages
+    left, though I don't know your reading speed") is not an abstention: the answer
+    abstains only when no clause without such a statement states a number, unless that
+    clause reports what was mentioned ("You mentioned 2 books but not your progress").
 
     LongMemEval counts such an answer correct for an abstention (``_abs``) question,
     including one that names what *was* mentioned instead; any specific answer without
     such a statement is wrong.
     """
-    return bool(_ABSTAIN.search(unicodedata.normalize("NFKC", text).replace("’", "'")))
+    text = unicodedata.normalize("NFKC", text).replace("’", "'")
+    if not _ABSTAIN.search(text):
+        return False
+    for clause in _CLAUSE.split(normalize_numbers(text)):
+        if clause and not _ABSTAIN.search(clause) and not _REPORTING.search(clause) \
+                and any(_NUMBER.match(t) for t in _raw_tokens(clause)):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -279,13 +466,173 @@ class LmeVerdict:
     reason: str
 
 
-def _units_after(tokens: list[str], value: str) -> set[str]:
-    """Time-unit stems directly after each occurrence of number ``value``."""
-    out = set()
-    for i, t in enumerate(tokens[:-1]):
-        if _NUMBER.match(t) and _number_key(t) == value and tokens[i + 1] in _TIME_UNITS:
-            out.add(tokens[i + 1])
-    return out
+@lru_cache(maxsize=1)
+def _stop_stems() -> frozenset[str]:
+    return frozenset(_stem(w) for w in STOP_WORDS)
+
+
+def _unit_after(tokens: list[str], i: int) -> str | None:
+    """The word (stem) right after the number at ``tokens[i]`` when it is a content
+    word (a unit, currency or counted noun: ``miles``, ``dollars``, ``cats``), else None."""
+    if i + 1 >= len(tokens):
+        return None
+    nxt = tokens[i + 1]
+    if _NUMBER.match(nxt) or nxt in _stop_stems():
+        return None
+    return nxt
+
+
+def _number_found(
+    have: list[str],
+    ref_tokens: list[str],
+    value: str,
+    ref_values: set[str],
+    tolerance: int,
+    counted: frozenset[str] = frozenset(),
+) -> bool:
+    """Whether the answer's affirmed stems ``have`` state ``value`` as the reference does.
+
+    An answer number equal to ``value`` (within ``tolerance``) counts when the word after
+    it in the answer is not a different unit/noun than the reference's word after
+    ``value`` (the reference's word within the answer's next three tokens also counts),
+    and, for a time unit, no further ``[and] N <time unit>`` part the reference lacks
+    follows ("2 hours and 30 minutes" does not state "2 hours"). A reference number
+    without a word after it takes the question's counted noun (``counted``: the words
+    after "How many", e.g. ``bike`` for "How many bikes do I own?").
+    """
+    ref_units = {u for i, t in enumerate(ref_tokens)
+                 if _NUMBER.match(t) and _number_key(t) == value and (u := _unit_after(ref_tokens, i))}
+    ref_units = ref_units or set(counted)
+    target = Decimal(value)
+    for i, t in enumerate(have):
+        if not _NUMBER.match(t) or abs(Decimal(_number_key(t)) - target) > tolerance:
+            continue
+        if not ref_units:
+            return True
+        nxt = have[i + 1 : i + 4]
+        hit = next((j for j, w in enumerate(nxt) if w in ref_units), None)
+        if hit is None:
+            if _unit_after(have, i) is None:
+                return True
+            continue
+        unit = nxt[hit]
+        if unit in _TIME_UNITS:
+            rest = have[i + 2 + hit : i + 5 + hit]
+            if rest and rest[0] == "and":
+                rest = rest[1:]
+            if len(rest) >= 2 and _NUMBER.match(rest[0]) and rest[1] in _TIME_UNITS \
+                    and _number_key(rest[0]) not in ref_values:
+                continue
+        return True
+    return False
+
+
+_HOW_MANY = re.compile(r"\bhow\s+many\s+([^?.!;,]*)", re.IGNORECASE)
+
+
+def _counted_noun(question: str) -> frozenset[str]:
+    """Stems of the words a "How many …" question counts, up to the first stop word
+    (``"How many pre-1920 American coins do I have?"`` → pre, 1920, american, coin);
+    empty for other questions."""
+    m = _HOW_MANY.search(normalize_numbers(question))
+    if not m:
+        return frozenset()
+    out = []
+    for tok in _raw_tokens(m.group(1)):
+        if tok.lower() in STOP_WORDS:
+            break
+        out.append(_stem(tok))
+    return frozenset(out)
+
+
+_DISJUNCTION = re.compile(r"\b(?:or|either|between|could\s+be|might\s+be)\b", re.IGNORECASE)
+_ITEM_SPLIT = re.compile(r",|/|\b(?:or|and|either|between)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"[.;!?\n]+(?:\s|$)")
+
+
+def offers_alternatives(answer: str, reference: str) -> bool:
+    """Whether ``answer`` hedges over candidates of the reference's kind (module doc,
+    step 0): a sentence that holds the reference's answer also offers another candidate
+    of the same kind, joined by ``or``/``either``/``between … and``/"could be"/"might
+    be", or, for a single-item reference, in a list of three or more items (commas,
+    ``and``) whose other items are short (≤ 2 tokens for numbers, ≤ 3 for names). The
+    kind: a number for a numeric reference; a capitalised word for a reference of names
+    (a capitalised content word); with a disjunction, any other content word too.
+    Items from the first one holding a negation cue on are not offered.
+
+    ``"It could be 35, 36, 37, 38, 39 or 40."`` for ``38`` → True; ``"3 or 4 hours"``
+    for ``3-4 hours`` → False (every candidate is the reference's).
+    """
+    ref_values = set(number_values(reference))
+    content, key = key_words(reference)
+    ref_is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
+    # a reference of names (a key word, or a capitalised content word even in first place)
+    names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in _raw_tokens(reference))
+    for sentence in _SENTENCE.split(normalize_numbers(answer)):
+        items = [x for x in _ITEM_SPLIT.split(sentence) if x.strip()]
+        if len(items) < 2:
+            continue
+        disjunction = _DISJUNCTION.search(sentence) is not None
+        if not disjunction and (len(items) < 3 or ref_is_list):
+            continue
+        matching = other = 0
+        first = True
+        negated = False  # a negation cue also rules out the items after it ("not X or Y")
+        for item in items:
+            toks = _raw_tokens(item)
+            if not toks:
+                continue
+            negated = negated or any(t.lower() in _NEGATION_CUES for t in toks)
+            if negated:
+                first = False
+                continue
+            stems = [_stem(t) for t in toks]
+            if ref_values:
+                nums = {s for s in stems if _NUMBER.match(s)}
+                if nums & ref_values:
+                    matching += 1
+                elif nums and (disjunction or len(toks) <= 2):
+                    other += 1
+            else:
+                if content and content <= set(stems) or (ref_is_list and set(stems) & content):
+                    matching += 1
+                else:
+                    caps = [t for j, t in enumerate(toks) if t[:1].isupper() and not (first and j == 0)
+                            and t.lower() not in STOP_WORDS]
+                    if names and any(_stem(t) not in content for t in caps) and (disjunction or len(toks) <= 3):
+                        other += 1
+                    elif disjunction and any(s not in content and s not in _stop_stems() for s in stems):
+                        other += 1
+            first = False
+        if matching and other:
+            return True
+    return False
+
+
+def _substituted(have: list[str], reference: str, missing: set[str]) -> bool:
+    """Whether a missing reference word was replaced by another content word in the
+    answer, aligning the two content-word sequences with ``difflib.SequenceMatcher``:
+    "pilates class" for "yoga class" is a different entity, not a dropped word."""
+    stop = _stop_stems()
+    ref_seq = [_stem(t) for t in _raw_tokens(normalize_numbers(reference)) if t.lower() not in STOP_WORDS]
+    ref_set = set(ref_seq)
+    ans_seq = [t for t in have if t not in stop]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ref_seq, ans_seq, autojunk=False).get_opcodes():
+        if tag == "replace" and set(ref_seq[i1:i2]) & missing and set(ans_seq[j1:j2]) - ref_set:
+            return True
+    return False
+
+
+_ZERO_WORDS = frozenset({"none", "noth", "nobodi"})
+"""Stems of an affirmed "none"/"nothing"/"nobody" answer: the count zero."""
+
+_POLAR = frozenset(
+    {"yes", "no", "both", "neither", "either", "all", "none", "nothing", "everything", "something",
+     "anything", "nobody", "everyone", "everybody", "someone", "somebody", "always", "never",
+     "sometimes", "once", "twice"}
+)
+"""Stop words that are whole answers (yes/no, quantifiers): a reference without content
+words must have them in the answer."""
 
 
 def lme_verdict(
@@ -313,7 +660,13 @@ def lme_verdict(
 
     Returns:
         An :class:`LmeVerdict`.
+
+    Raises:
+        TypeError: ``answer`` or ``reference`` is not a string (e.g. ``None``).
     """
+    for name, value in (("answer", answer), ("reference", reference)):
+        if not isinstance(value, str):
+            raise TypeError(f"lme_verdict: {name} must be a string, got {type(value).__name__}")
     abst = abstains(answer)
     if question_id is not None and question_id.endswith("_abs"):
         return LmeVerdict(abst, abst, () if abst else ("<abstention>",), "abstention")
@@ -335,36 +688,45 @@ def lme_verdict(
 
     ref_numbers = number_values(reference)
     if ref_numbers:
-        ans_numbers = {t for t in have if _NUMBER.match(t)}
         ref_tokens = [_stem(t) for t in _raw_tokens(normalize_numbers(reference))]
-        off_by_one = question_type == "temporal-reasoning" and (
-            "day" in ref_tokens or re.search(r"\bdays?\b", question or "", re.I) is not None
-        )
+        ref_values = set(ref_numbers)
+        # numbers of codes (``GR-90``, ``B12``) are names, not quantities with a unit
+        codes = {_number_key(m) for m in re.findall(r"(?<=[^\W\d_])-?(\d+)", normalize_numbers(reference))}
+        counted = _counted_noun(question or "")
+        day_question = re.search(r"\bhow\s+many\s+days\b", question or "", re.I) is not None
         missing = []
         for value in dict.fromkeys(ref_numbers):
-            found = value in ans_numbers
-            if not found and off_by_one:
-                v = float(value)
-                found = any(abs(float(a) - v) <= 1 for a in ans_numbers)
-            ref_units = _units_after(ref_tokens, value)
-            if found and ref_units:
-                ans_units = _units_after(have, value)
-                if ans_units and not (ans_units & ref_units):
-                    found = False
-            if not found:
+            tolerance = 0
+            if question_type == "temporal-reasoning":
+                units = {ref_tokens[i + 1] for i, t in enumerate(ref_tokens[:-1])
+                         if _NUMBER.match(t) and _number_key(t) == value}
+                if "day" in units or (not units and len(ref_values) == 1 and day_question):
+                    tolerance = 1
+            units_of = [] if value in codes else ref_tokens
+            if value == "0" and have_set & _ZERO_WORDS:
+                continue
+            if not _number_found(have, units_of, value, ref_values, tolerance, counted):
                 missing.append(value)
         # the reference's names and codes beside its numbers (``GR`` of ``GR-90``)
         content, key = key_words(reference)
-        missing += sorted((key - set(ref_numbers)) - have_set)
+        missing += sorted((key - ref_values) - have_set)
+        if not missing and offers_alternatives(answer, reference):
+            return LmeVerdict(False, True, (), "alternatives")
         ok = not missing
         return LmeVerdict(ok, ok, tuple(sorted(missing)), "numbers")
 
     content, key = key_words(reference)
     if not content:
+        polar = {t.lower() for t in _raw_tokens(reference)} & _POLAR
+        answer_words = {t.lower() for t in _raw_tokens(normalize_numbers(answer))}
+        if polar and not polar <= answer_words:
+            return LmeVerdict(False, False, tuple(sorted(polar - answer_words)), "missing")
         ok = cosine > threshold and not abst
         return LmeVerdict(ok, False, (), "cosine")
     missing_words = content - have_set
     if not missing_words:
+        if offers_alternatives(answer, reference):
+            return LmeVerdict(False, True, (), "alternatives")
         return LmeVerdict(True, True, (), "words")
     is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
     if (
@@ -374,6 +736,8 @@ def lme_verdict(
         and not (missing_words & key)
         and cosine > threshold
         and not abst
+        and not _substituted(have, reference, missing_words)
+        and not offers_alternatives(answer, reference)
     ):
         return LmeVerdict(True, False, tuple(sorted(missing_words)), "partial")
     return LmeVerdict(False, False, tuple(sorted(missing_words)), "abstained" if abst else "missing")

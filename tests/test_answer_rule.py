@@ -21,6 +21,7 @@ from evaluators.answer_rule import (
     lme_verdict,
     normalize_numbers,
     number_values,
+    offers_alternatives,
 )
 from evaluators.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
 from memkit.longmemeval import Instance
@@ -213,3 +214,220 @@ def test_float_reference_is_rendered_as_an_integer(embedder):
 def test_length_mismatch_of_question_metadata(embedder):
     with pytest.raises(ValueError, match="question_ids has 2"):
         score_answers(["a"], ["a"], embeddings=embedder, question_ids=["x", "y"])
+
+
+# ------------------------------------------------ issue 13: adversarial classes
+# Labels follow LongMemEval's judge (yes/no per question type); each is derived by hand
+# from the class's definition in the module doc. The cosine (0.9) is high enough that a
+# wrong pass through the cosine would show.
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "verdict"),
+    [
+        # class 1: hedging over several candidates of the reference's kind is no answer
+        ("It could be 35, 36, 37, 38, 39 or 40.", "38", False),
+        ("Toyota, Honda, Ford, BMW, Tesla, Kia, Mazda, or Subaru.", "Toyota", False),
+        ("It might be Tokyo or Osaka.", "Tokyo", False),
+        ("Between 38 and 45 coins.", "38", False),
+        ("You could try yoga or pilates.", "yoga", False),
+        # ... but the reference's own alternatives, and a plain list around it, pass
+        ("3 or 4 hours.", "3-4 hours", True),
+        ("Maybe Tokyo.", "Tokyo", True),
+        ("You've been to Paris, London, Tokyo, Rome, Berlin and Oslo.", "Tokyo", False),
+        ("Not 40 coins, you have 38.", "38", True),
+        ("On Monday, March 15, 2023.", "March 15, 2023", True),
+    ],
+)
+def test_offering_alternatives_is_wrong(answer, reference, verdict):
+    assert lme_verdict(answer, reference, 0.9).correct is verdict
+
+
+def test_offers_alternatives_by_hand():
+    assert offers_alternatives("Tokyo or Osaka", "Tokyo")
+    assert not offers_alternatives("Tokyo, not Osaka or Kyoto", "Tokyo")  # negated items
+    assert not offers_alternatives("Your grandma is 75 and you are 32, so she is 43 years older.", "43")
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        # class 2: rejections after the word or by another cue
+        ("You went to Osaka instead of Tokyo.", False),
+        ("You went to Osaka rather than Tokyo.", False),
+        ("Tokyo was not where you went; it was Osaka.", False),
+        ("Tokyo? No, Osaka.", False),
+        ("Tokyo is wrong, it was Osaka.", False),
+        ("You went everywhere except Tokyo.", False),
+        # class 3: negation words that do not negate the answer
+        ("No, it was Tokyo.", True),
+        ("No it was Tokyo.", True),
+        ("There's no doubt it was Tokyo.", True),
+        ("No wonder you loved Tokyo.", True),
+        ("None other than Tokyo.", True),
+        ("You didn't just visit Tokyo, you lived there.", True),
+        ("You never went to Tokyo, you went to Osaka.", False),
+    ],
+)
+def test_negation_scope(answer, verdict):
+    assert lme_verdict(answer, "Tokyo", 0.9).correct is verdict
+
+
+def test_negation_scope_ends_and_idioms():
+    assert lme_verdict("Not only Tokyo but also Kyoto.", "Tokyo and Kyoto", 0.9).correct
+    assert lme_verdict("You no longer live in Boston and now live in Chicago.", "Chicago", 0.9).correct
+    assert not lme_verdict("You no longer live in Chicago.", "Chicago", 0.9).correct
+    assert lme_verdict("Nobody other than Sarah.", "Sarah", 0.9).correct
+    # the answer's own "none" is the answer, not a cue
+    assert lme_verdict("You have none.", "none", 0.9).correct
+    assert lme_verdict("You have none.", "0", 0.9).correct
+    assert affirmed_tokens("None of them.") == ["none"]
+    assert lme_verdict("Chanel No 5", "Chanel No. 5", 0.9).correct
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "verdict"),
+    [
+        # class 4: sign, meridiem, unit / currency / counted noun, pairing, extra parts
+        ("It was 5°C.", "-5°C", False),
+        ("minus five degrees", "-5 degrees", True),
+        ("At 2:30 am.", "2:30 pm", False),
+        ("At 14:30.", "2:30 pm", True),
+        ("5 am", "5 pm", False),
+        ("5 kilometers", "5 miles", False),
+        ("3 tablespoons", "3 cups", False),
+        ("1,200 euros", "$1,200", False),
+        ("$50", "€50", False),
+        ("You have 2 dogs.", "2 cats", False),
+        ("You have 38 gold coins.", "38 coins", True),
+        ("1 cat and 2 dogs", "2 cats and 1 dog", False),
+        ("2 hours and 30 minutes", "2 hours", False),
+        ("2 hours", "2 hours", True),
+        # forms normalised
+        ("It was $1.2k.", "$1,200", True),
+        ("You have 10k followers.", "10", False),
+        ("$1,200,000", "$1.2 million", True),
+        ("A dozen.", "12", True),
+        ("Two and a half hours.", "2.5 hours", True),
+        ("It was .5 of a cup.", "0.5", True),
+        ("Super Bowl 57", "Super Bowl LVII", True),
+        ("Super Bowl LVIII", "Super Bowl LVII", False),
+        ("World War 2", "World War II", True),
+        ("March 15, 2023", "2023-03-15", True),
+        ("The GR90.", "GR-90", True),
+        ("I think it was the gr-90 route.", "The GR-90 trail.", True),
+        # number words as pronouns
+        ("The blue sweater.", "the blue one", True),
+        # exact values of any length
+        ("9" * 400, "9" * 400, True),
+        ("order 12345678901234568", "order 12345678901234567", False),
+    ],
+)
+def test_number_forms_signs_and_units(answer, reference, verdict):
+    assert lme_verdict(answer, reference, 0.9).correct is verdict
+
+
+def test_number_normalisation_forms_by_hand():
+    assert normalize_numbers("2:30 pm") == "14:30"
+    assert normalize_numbers("5 AM") == "5:00"
+    assert normalize_numbers("2023-03-15") == "March 15, 2023"
+    assert normalize_numbers("World War II") == "World War 2"
+    assert normalize_numbers("$1.2 million") == "1200000 dollars"
+    assert normalize_numbers("e-mail") == "email"
+    assert number_values("-5°C and 3-4") == ["-5", "3", "4"]
+
+
+def test_long_number_word_runs_are_converted_piecewise():
+    text = "one two three " * 2000  # 6000 number words: alpha2digit in pieces
+    assert set(number_values(text)) == {"1", "2", "3"}
+
+
+def test_temporal_tolerance_only_for_day_counts():
+    tr = "temporal-reasoning"
+    q = "How many weeks had passed since I started the 30-day challenge?"
+    assert not lme_verdict("4 weeks.", "3 weeks", 0.9, question_type=tr, question=q).correct
+    assert not lme_verdict("2020", "2019", 0.9, question_type=tr, question="Which year, given 300 days?").correct
+    qd = "How many days until the concert, and on what date was it?"
+    assert not lme_verdict("17 days, on March 22", "18 days, on March 21", 0.9, question_type=tr, question=qd).correct
+    assert lme_verdict("17 days, on March 21", "18 days, on March 21", 0.9, question_type=tr, question=qd).correct
+    assert lme_verdict("19", "18", 0.9, question_type=tr, question="How many days passed?").correct
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "That's not something you've shared with me.",
+        "Nothing in our chats mentions that.",
+        "I couldn't find that anywhere in our conversations.",
+        "Our conversations don't cover your page count.",
+        "It's impossible to tell from what you've said.",
+        "You mentioned Sapiens but not your progress.",
+        "I have no knowledge of that.",
+    ],
+)
+def test_abstention_detector_accepts_more_forms(text):
+    assert abstains(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You have 120 pages left, not enough to finish tonight.",
+        "You have 120 pages left, though I don't know your reading speed.",
+        "It's 120 pages; the edition is unknown.",
+        "You have 120 pages left. I'm not sure you'll like the ending.",
+    ],
+)
+def test_specific_answer_with_a_doubt_is_no_abstention(text):
+    assert not abstains(text)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference"),
+    [
+        ("a weekly pilates class at the community center", "a weekly yoga class at the community center"),
+        ("a dark red mountain bike", "a dark blue mountain bike"),
+        ("She is a doctor at the children's hospital", "She is a nurse at the children's hospital"),
+        ("Bella the golden retriever", "Luna the golden retriever"),
+    ],
+)
+def test_partial_step_rejects_a_substituted_entity(answer, reference):
+    assert not lme_verdict(answer, reference, 0.9).correct
+
+
+def test_partial_step_still_accepts_a_dropped_word():
+    # one of three content words dropped, none replaced: the partial step applies
+    assert lme_verdict("a yoga class at the community center", "a weekly yoga class at the community center",
+                       0.9).correct
+
+
+def test_accents_and_hyphenated_prefixes_fold():
+    assert lme_verdict("Cafe Rouge", "Café Rouge", 0.9).correct
+    assert lme_verdict("Sao Paulo", "São Paulo", 0.9).correct
+    assert lme_verdict("by email", "e-mail", 0.9).correct
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "verdict"),
+    [("Yes.", "No", False), ("Neither.", "Both", False), ("None of them.", "All of them", False),
+     ("Everything.", "Nothing", False), ("Yes, you did.", "Yes", True), ("Both of them.", "Both", True)],
+)
+def test_stop_word_references_need_their_polar_word(answer, reference, verdict):
+    assert lme_verdict(answer, reference, 0.9).correct is verdict
+
+
+def test_non_string_input_is_a_clear_error():
+    with pytest.raises(TypeError, match="answer must be a string, got NoneType"):
+        lme_verdict(None, "Tokyo", 0.9)
+    with pytest.raises(TypeError, match="reference must be a string"):
+        lme_verdict("Tokyo", None, 0.9)
+
+
+def test_bare_number_reference_takes_the_questions_counted_noun():
+    q = "How many bikes do I own?"
+    assert not lme_verdict("You own three cars.", "three", 0.9, question=q).correct
+    assert lme_verdict("You own three bikes.", "three", 0.9, question=q).correct
+    assert lme_verdict("Three.", "three", 0.9, question=q).correct
+    q2 = "How many pre-1920 American coins do I have in my collection?"
+    assert lme_verdict("You have 38 pre-1920 American coins.", "38", 0.9, question=q2).correct
+    assert lme_verdict("You have 38 coins.", "38", 0.9, question=q2).correct
