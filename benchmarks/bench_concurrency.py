@@ -1,7 +1,7 @@
 """Benchmark: model calls per second with ``--concurrency`` (issue 15), and memkit's
 overhead over a real model server.
 
-Part 1 (always): a fake OpenAI-compatible HTTP server on 127.0.0.1 (``tests/fake_openai.py``;
+Part 1 (always): a fake OpenAI-compatible HTTP server on 127.0.0.1 (``tests/fakes.py``;
 a fake, named as such, standing for a remote API) answers every request after a fixed
 ``--latency`` (default 200 ms), serving requests concurrently with a fixed reply (no work per request). memkit's
 :func:`memkit.models.answer_many` sends ``--calls`` distinct responder prompts at
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graphs.prompts import respond_prompt  # noqa: E402
 from memkit.models import answer_many, chat_model  # noqa: E402
-from tests.fake_openai import FakeOpenAIServer  # noqa: E402
+from tests.fakes import FakeOpenAIServer  # noqa: E402
 
 
 def _prompts(n: int, tag: str = "") -> list:

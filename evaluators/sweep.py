@@ -779,9 +779,9 @@ def _append_unit(fh: Any, records: list[dict[str, Any]], unit: str, counts: dict
     os.fsync(fh.fileno())
 
 
-def _worker_init(work: str, parent: int) -> None:
-    tempfile.tempdir = work
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+def _worker_env() -> None:
+    """A worker process's environment: telemetry off, offline, one torch thread (the
+    pool's and Ray's workers share the machine's cores)."""
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -791,6 +791,12 @@ def _worker_init(work: str, parent: int) -> None:
         torch.set_num_threads(1)
     except ImportError:  # pragma: no cover
         pass
+
+
+def _worker_init(work: str, parent: int) -> None:
+    tempfile.tempdir = work
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    _worker_env()
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -1099,15 +1105,7 @@ def _ray_unit(config_json: str, instance_json: str, S: int, cache_path: str | No
     pool's are (offline, one torch thread, temp files under ``work``). Where this node
     cannot see ``work`` or the cache's directory (no shared filesystem), it uses its
     own temp dir and a node-local LLM cache under :func:`memkit.models.cache_dir`."""
-    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover
-        pass
+    _worker_env()
     tempfile.tempdir = work if Path(work).is_dir() else None
     if cache_path is not None and not Path(cache_path).parent.is_dir():
         from memkit.models import cache_dir

@@ -16,19 +16,17 @@ turns), small ``max_tokens`` and ``n_ctx`` keep each test well under a minute.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from graphs.memory import build_read_graph, write_session
 from graphs.nodes import ChatResponder, ChatSummarizer, make_responder, make_summarizer
 from memkit.cache import LLMCache
-from memkit.extractive import FACTS_MARKER, RESPOND_MARKER, SUMMARY_MARKER, ExtractiveChatModel
+from memkit.extractive import FACTS_MARKER, RESPOND_MARKER, SUMMARY_MARKER
 from memkit.store import TieredMemoryStore
+from tests.fakes import FakeOllamaServer
 
 QUESTION = "How many bikes do I own?"
 LLM_KW = {"max_tokens": 32, "temperature": 0.0}
@@ -117,89 +115,7 @@ def test_openai_client_against_llama_cpp_server(tmp_path, short_session, llama_s
 
 
 # --------------------------------------------------------------------------- fake Ollama
-
-
-class FakeOllamaServer:
-    """A fake Ollama server on 127.0.0.1 (a thread), for tests without an Ollama binary.
-
-    It speaks the two endpoints langchain-ollama uses: ``GET /api/tags`` (lists
-    ``model``) and ``POST /api/chat`` (streamed NDJSON chunks, or one JSON object when
-    ``"stream": false``). Replies come from :class:`memkit.extractive.ExtractiveChatModel`
-    on the received messages, so a test knows the exact expected output. Every request
-    body is kept in :attr:`requests`.
-    """
-
-    def __init__(self, model: str = "fake-model") -> None:
-        self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self._brain = ExtractiveChatModel()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output quiet
-                pass
-
-            def _json(self, code: int, payload: Any, content_type: str = "application/json") -> None:
-                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                if self.path.rstrip("/") == "/api/tags":
-                    self._json(200, {"models": [{
-                        "name": f"{server.model}:latest", "model": f"{server.model}:latest",
-                        "modified_at": "2025-01-01T00:00:00Z", "size": 1, "digest": "0" * 64,
-                        "details": {"format": "gguf", "family": "fake"}}]})
-                else:
-                    self._json(404, {"error": f"not found: {self.path}"})
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                if self.path != "/api/chat":
-                    self._json(404, {"error": f"not found: {self.path}"})
-                    return
-                server.requests.append(body)
-                if body.get("model", "").split(":")[0] != server.model:
-                    self._json(404, {"error": f"model '{body.get('model')}' not found"})
-                    return
-                text = server._brain.invoke(_to_messages(body["messages"])).content
-                now = "2025-01-01T00:00:00Z"
-                done = {"model": body["model"], "created_at": now,
-                        "message": {"role": "assistant", "content": ""}, "done": True,
-                        "done_reason": "stop", "total_duration": 1, "prompt_eval_count": 1,
-                        "eval_count": max(1, len(text.split()))}
-                if body.get("stream", True):
-                    part = {"model": body["model"], "created_at": now,
-                            "message": {"role": "assistant", "content": text}, "done": False}
-                    lines = (json.dumps(part) + "\n" + json.dumps(done) + "\n").encode()
-                    self._json(200, lines, "application/x-ndjson")
-                else:
-                    self._json(200, {**done, "message": {"role": "assistant", "content": text}})
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeOllamaServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=10)
-
-
-def _to_messages(raw: list[dict[str, Any]]) -> list[BaseMessage]:
-    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
-    return [kinds[m["role"]](m.get("content") or "") for m in raw]
+# FakeOllamaServer: tests/fakes.py.
 
 
 def test_ollama_against_fake_server(tmp_path, short_session) -> None:

@@ -1,6 +1,6 @@
 """Concurrent model calls (issue 15): ``memkit.models.answer_many`` and the sweep's
 ``--concurrency`` / ``--rps`` against a fake OpenAI-compatible server on 127.0.0.1
-(``tests/fake_openai.py``: a fake, named as such, standing for a remote API that
+(``tests/fakes.py``: a fake, named as such, standing for a remote API that
 this machine cannot reach). Replies are checked against the in-process
 ``ExtractiveChatModel`` the fake answers with; token counts against the fake's
 documented definition (whitespace-separated words)."""
@@ -17,7 +17,7 @@ from graphs.prompts import respond_prompt
 from memkit.cache import LLMCache
 from memkit.extractive import ExtractiveChatModel
 from memkit.models import answer_many, chat_model, token_usage
-from tests.fake_openai import FakeOpenAIServer, words
+from tests.fakes import FakeOpenAIServer, words
 from tests.stable import stable
 
 
