@@ -165,12 +165,18 @@ class ResidueReport:
         surfaces: hits per surface; every surface of :data:`SURFACES` is a key.
         notes: what was skipped and why.
         unchecked: surfaces (wholly or partly) not checked, with the reasons.
+        not_given: surfaces whose inputs the caller did not give (no ``cache_paths``:
+            ``cache``/``cache_disk``; no ``also``: the ``side_*`` surfaces; no
+            ``checkpointer``: ``checkpoint``). Their count is 0 because nothing was
+            scanned, not because something was found clean; the verdict covers what
+            was given, and the CLI and :meth:`to_dict` say which were not.
     """
 
     target: str
     surfaces: dict[str, list[Hit]] = field(default_factory=lambda: {s: [] for s in SURFACES})
     notes: list[str] = field(default_factory=list)
     unchecked: dict[str, list[str]] = field(default_factory=dict)
+    not_given: list[str] = field(default_factory=list)
 
     def skip(self, surface: str, reason: str) -> None:
         """Record that ``surface`` was not (fully) checked, and why."""
@@ -214,6 +220,7 @@ class ResidueReport:
             "total": self.total,
             "counts": self.counts(),
             "unchecked": {k: list(v) for k, v in self.unchecked.items()},
+            "not_given": list(self.not_given),
             "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in SURFACES},
             "notes": list(self.notes),
         }
@@ -730,9 +737,13 @@ def scan(
         else:
             root = Path(target).expanduser()
             label = str(root.resolve()) if root.exists() else str(root)
+        if not root.exists():
+            raise NotAChromaDirectory(f"{root} does not exist")
         if not root.is_dir() or not (root / "chroma.sqlite3").is_file():
+            inner = sorted(p.parent for p in root.glob("*/chroma.sqlite3")) if root.is_dir() else []
+            hint = f"; did you mean {inner[0]}?" if inner else ""
             raise NotAChromaDirectory(
-                f"{root} is not a Chroma persist directory (no chroma.sqlite3 inside)"
+                f"{root} is not a Chroma persist directory (no chroma.sqlite3 inside){hint}"
             )
         if not _is_sqlite(root / "chroma.sqlite3"):
             raise NotAChromaDirectory(f"{root / 'chroma.sqlite3'} is not an SQLite database")
@@ -753,6 +764,11 @@ def scan(
         _scan_side(Path(extra).expanduser(), report, m)
     if checkpointer is not None:
         scan_checkpoints(checkpointer, secret, report=report)
+    report.not_given = [
+        *(("cache", "cache_disk") if not caches else ()),
+        *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
+        *(("checkpoint",) if checkpointer is None else ()),
+    ]
     return report
 
 
@@ -764,11 +780,15 @@ def _print_report(report: ResidueReport, limit: int) -> None:
     from rich.table import Table
 
     console = Console()
-    summary = Table(title=f"memkit residue: {report.target}")
+    summary = Table(title=f"memkit residue: {report.target}", title_justify="left")
     summary.add_column("surface")
     summary.add_column("copies", justify="right")
     for s, n in report.counts().items():
-        summary.add_row(s, f"[bold red]{n}[/]" if n else "0")
+        if n:
+            shown = f"[bold red]{n}[/]"
+        else:
+            shown = "not given" if s in report.not_given else "not checked" if s in report.unchecked else "0"
+        summary.add_row(s, shown)
     console.print(summary)
     for s in SURFACES:
         hits = report.surfaces.get(s, [])
@@ -785,8 +805,13 @@ def _print_report(report: ResidueReport, limit: int) -> None:
         console.print(t)
     for note in report.notes:
         console.print(f"note: {note}")
+    if report.not_given:
+        given = {"cache": "LLM caches (--cache FILE)", "side_sqlite": "side files (--also FILE)",
+                 "checkpoint": "LangGraph checkpoints (audit(checkpointer=) / scan(checkpointer=))"}
+        console.print("not given, so not scanned: "
+                      + "; ".join(v for k, v in given.items() if k in report.not_given))
     if report.verdict == "clean":
-        console.print("[green]clean: every surface checked, no copy found[/]")
+        console.print("[green]clean: every surface scanned was checked, no copy found[/]")
     elif report.verdict == "incomplete":
         console.print(f"[bold yellow]incomplete: no copy found on the checked surfaces, but "
                       f"{', '.join(sorted(report.unchecked))} not checked[/]")

@@ -405,11 +405,17 @@ def test_cli_on_a_directory_chromadb_wrote(tmp_path, embedder, cli):
     res = runner.invoke(cli, ["residue", str(clean), SECRET])
     assert res.exit_code == 0, res.output
     assert "clean" in res.stdout
+    # no cache, side file or checkpointer was given: those rows say so, not "0"
+    assert "not given, so not scanned: LLM caches (--cache FILE); side files (--also FILE)" in res.stdout
+    body = json.loads(runner.invoke(cli, ["residue", str(clean), SECRET, "--json"]).stdout)
+    assert set(body["not_given"]) == {"cache", "cache_disk", "checkpoint", "side_sqlite", "side_disk",
+                                      "side_json", "side_pickle", "side_file"}
 
-    for bad in (tmp_path / "nowhere", tmp_path):
-        res = runner.invoke(cli, ["residue", str(bad), SECRET])
-        assert res.exit_code == 2
-        assert "not a Chroma persist directory" in res.output
+    res = runner.invoke(cli, ["residue", str(tmp_path / "nowhere"), SECRET])
+    assert res.exit_code == 2 and "does not exist" in res.output
+    res = runner.invoke(cli, ["residue", str(tmp_path), SECRET])  # one level above clean/
+    assert res.exit_code == 2
+    assert "not a Chroma persist directory" in res.output and "did you mean" in res.output
     with pytest.raises(NotAChromaDirectory):
         scan(tmp_path, SECRET)
 
