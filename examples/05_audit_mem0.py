@@ -99,15 +99,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="extractive", help="chat model spec (memkit.models.chat_model)")
     parser.add_argument("--k", type=int, default=3, help="memories recalled per question")
-    parser.add_argument("--workdir", type=Path, help="where mem0 keeps its files (default: a new temp dir)")
+    parser.add_argument("--workdir", type=Path,
+                        help="where mem0 keeps its files, kept after the run (default: a temporary "
+                             "directory, removed at the end: the files hold the canaries)")
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--json", type=Path, help="also write the result (with every call) here")
     args = parser.parse_args(argv)
 
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memkit-mem0-"))
-    if workdir.exists() and any(workdir.iterdir()):
-        parser.error(f"--workdir {workdir} is not empty; give a new directory")
-    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        import mem0  # noqa: F401
+    except ModuleNotFoundError:
+        parser.exit(2, "examples/05_audit_mem0.py needs mem0: pip install -e '.[mem0]' "
+                       "(or bash scripts/setup.sh mem0)\n")
+    if args.workdir is not None:
+        if args.workdir.exists() and any(args.workdir.iterdir()):
+            parser.error(f"--workdir {args.workdir} is not empty; give a new directory")
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        return _run(args, args.workdir)
+    # mem0's files hold every planted canary: without --workdir they live in a
+    # temporary directory that is removed when the audit is done.
+    with tempfile.TemporaryDirectory(prefix="memkit-mem0-") as tmp:
+        out = _run(args, Path(tmp))
+    print(f"mem0's files (they hold the planted canaries) were in {tmp}, now removed; "
+          "pass --workdir DIR to keep them")
+    return out
+
+
+def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     llm = chat_model(args.model)
     memory = make_memory(workdir, llm)

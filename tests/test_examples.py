@@ -229,3 +229,4 @@ def test_example5_audit_of_mem0_finds_its_history_and_chroma_copies(tmp_path):
     assert disk == on_disk
     assert res["residue_unchecked"] == {}
     assert "users with copies left" in proc.stdout
+    assert "now removed" not in proc.stdout  # --workdir keeps mem0's files
