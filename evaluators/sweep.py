@@ -988,7 +988,7 @@ def _run_locked(
     work.mkdir()
     todo = [(inst, S) for inst, S in units if _unit_id(inst.question_id, S) not in done]
     bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", disable=not progress,
-               desc="memkit sweep", dynamic_ncols=True)
+               desc=f"memkit sweep [{config.design}]", dynamic_ncols=True)
     try:
         with open(results, "ab") as fh, _tempdir(work):
             if config.executor == "ray":
