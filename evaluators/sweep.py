@@ -1117,12 +1117,14 @@ def _ray_unit(config_json: str, instance_json: str, S: int, cache_path: str | No
 
 
 def _advance(bar: tqdm, counts: dict[str, Any]) -> None:
-    """One more unit on the progress bar, with the model calls per second so far
-    (tqdm shows the units' rate and the ETA itself)."""
+    """One more unit on the progress bar, with the LLM calls sent (cache misses) per
+    second so far (tqdm shows the units' rate and the ETA itself); none for a backend
+    that sends none (``extractive``)."""
     bar.calls = getattr(bar, "calls", 0) + int(counts.get("llm_calls", 0))  # type: ignore[attr-defined]
     elapsed = bar.format_dict.get("elapsed") or 0.0
-    bar.set_postfix_str(f"{bar.calls} calls, {bar.calls / elapsed if elapsed else 0.0:.1f} calls/s",
-                        refresh=False)
+    if bar.calls:
+        bar.set_postfix_str(f"{bar.calls} LLM calls, {bar.calls / elapsed if elapsed else 0.0:.1f} calls/s",
+                            refresh=False)
     bar.update(1)
 
 
