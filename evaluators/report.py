@@ -54,10 +54,12 @@ def _pct(x: Any, ci: Any = None) -> str:
 LEGENDS = {
     "findings": (
         "`claim`: the study's finding in one line; `study`: its reference value (Gemma 3 12B "
-        "unless noted); `this run`: the value measured here with its 95% bootstrap CI over "
+        "unless noted); `quantity`: which statistic `this run` is, at which S, deletion mode "
+        "and k; `this run`: the value measured here with its 95% bootstrap CI over "
         "instances; `verdict`: reproduced (the CI is on the claim's side of its threshold), "
         "not reproduced (on the other side), inconclusive (the CI spans the threshold: too "
-        "wide for this instance count) or not testable (this run or backend cannot show it)."
+        "wide for this instance count, or at the threshold, or at a ceiling) or not testable "
+        "(this run lacks the S level, mode or k, or a backend property decides the claim)."
     ),
     "table2": (
         "`PR`: share of questions answered correctly; `AER_max`: share of canaries fully "
@@ -113,7 +115,8 @@ def _verdict_cell(f: dict[str, Any]) -> str:
     reason = f.get("reason") or ""
     if reason.startswith(_BACKEND):
         return f"{f['verdict']} with this backend (see below)"
-    return f"{f['verdict']} ({reason})" if reason else f["verdict"]
+    cell = f"{f['verdict']} ({reason})" if reason else f["verdict"]
+    return f"{cell}; note: {f['note']}" if f.get("note") else cell
 
 
 def backend_notes(findings: list[dict[str, Any]]) -> list[str]:
@@ -152,8 +155,9 @@ def tables(
     if notes := backend_notes(findings):
         legend += " Not testable with this backend: " + " ".join(notes)
     ftab = [
-        [f["claim"], f["reference_text"],
-         _pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else _fmt(f["value"], f["ci"]),
+        [f["claim"], f["reference_text"], f.get("quantity", "–"),
+         (_pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else _fmt(f["value"], f["ci"]))
+         + (f"; reduction {_fmt(f['reduction'], f.get('reduction_ci'))}" if f.get("reduction") is not None else ""),
          _verdict_cell(f)]
         for f in findings
     ]
@@ -203,7 +207,7 @@ def tables(
         for r, d in zip(metrics["frontier"], metrics["decomposition"], strict=True)
     ]
     out = [
-        ("Findings of the study on this run", ["claim", "study", "this run [95% CI]", "verdict"], ftab,
+        ("Findings of the study on this run", ["claim", "study", "quantity", "this run [95% CI]", "verdict"], ftab,
          legend),
         (
             "Table 2: utility and leakage per summary level (rows average over k)",
@@ -677,8 +681,12 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)
+    synthetic = config.get("data") == "synthetic"
+    on_data = " on synthetic data" if synthetic else ""
+    tally = f"Of {len(verdicts)} findings{on_data}: {tally}."
     intro = (
-        f"{metrics['n_instances']} instances; k ∈ {metrics['ks']}; S ∈ {metrics['summary_levels']}; "
+        ("**Synthetic data**: the instances are generated, not LongMemEval questions. " if synthetic else "")
+        + f"{metrics['n_instances']} instances; k ∈ {metrics['ks']}; S ∈ {metrics['summary_levels']}; "
         f"model {config.get('model', metrics.get('model', '?'))}; "
         f"memory design `{config.get('design', metrics.get('design', 'study'))}`. "
         "Values are means with 95% bootstrap CIs over instances."
@@ -688,7 +696,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     for i, (title, header, rows, legend) in enumerate(tbls):
         md += [f"## {title}", ""]
         if i == 0:
-            md += [f"Of {len(rows)} findings: {tally}.", ""]
+            md += [tally, ""]
         md += [_md_table(header, rows), "", legend, ""]
         if i == 0 and (notes or canary):
             md += ["## What to know before citing this run", ""]
@@ -708,12 +716,12 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
         "font-size:13px}th{background:#eee}.legend{font-size:12px;color:#444}</style></head><body>",
         "<h1>memkit sweep report</h1>",
-        f"<p>{html.escape(intro)}</p>",
+        f"<p>{_html_inline(intro)}</p>",
     ]
     for i, (title, header, rows, legend) in enumerate(tbls):
         parts += [f"<h2>{html.escape(title)}</h2>"]
         if i == 0:
-            parts += [f"<p>Of {len(rows)} findings: {html.escape(tally)}.</p>"]
+            parts += [f"<p>{html.escape(tally)}</p>"]
         parts += [_html_table(header, rows), f"<p class='legend'>{_html_inline(legend)}</p>"]
         if title.startswith("Instances with a forensic copy"):
             parts += [f"<p class='legend'>{_html_inline(_HNSW_NOTE)}</p>"]

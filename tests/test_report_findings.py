@@ -88,11 +88,16 @@ def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(syn
     sections = _sections(md)
     assert sections[0] == "Findings of the study on this run"
     n = len(study_findings()["findings"])
-    assert f"Of {n} findings:" in md
+    assert f"Of {n} findings:" in md and "synthetic" not in md.split("## ")[0]
     findings_block = md.split("## ")[1]
+    # Each "this run" value says which quantity it is.
+    assert "| FRS_summary at S=1, raw_only | 0.33 [" in findings_block
     assert findings_block.count("\n| ") == n + 1  # header + one row per finding
     assert "| not testable with this backend (see below) |" in findings_block
-    assert findings_block.count("The extractive summarizer keeps first-person sentences") == 1
+    assert findings_block.count("The extractive summarizer keeps every first-person sentence") == 1
+    # The PR cost of summarizing is measured, with a note on the summarizer.
+    row = next(line for line in findings_block.splitlines() if line.startswith("| S=1 costs little PR"))
+    assert "not testable" not in row and "note: measured with the extractive summarizer" in row
     # Relative ΔS: AER_max S=0 = 1, S=1 = 1/3 -> cut of 67%, shown beside ΔS = 0.67.
     t2 = md.split("## Table 2")[1].split("##")[0]
     row_s1 = next(line for line in t2.splitlines() if line.startswith("| extractive | 1 |"))
@@ -115,6 +120,17 @@ def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(syn
     assert "| model | \"extractive\" |" in cfg
     for png in ("frontier.png", "probes.png", "frs.png", "forensic.png"):
         assert (synthetic_run / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in md
+
+
+def test_synthetic_data_is_said_at_the_top_and_in_the_tally(synthetic_run):
+    cfg = json.loads((synthetic_run / "config.json").read_text())
+    (synthetic_run / "config.json").write_text(json.dumps({**cfg, "data": "synthetic"}))
+    md = write_report(synthetic_run).read_text()
+    intro = md.split("## ")[0]
+    assert intro.splitlines()[2].startswith("**Synthetic data**")
+    n = len(study_findings()["findings"])
+    assert f"Of {n} findings on synthetic data:" in md
+    assert "<b>Synthetic data</b>" in (synthetic_run / "report.html").read_text()
 
 
 def test_forensic_residue_is_said_in_words(synthetic_run):
