@@ -198,9 +198,9 @@ def pair_differences(
     return out
 
 
-def _fmt(x: Any, ci: Any = None) -> str:
+def _fmt(x: Any, ci: Any = None, na: str = "–") -> str:
     if x is None:
-        return "–"
+        return na
     s = f"{x:+.2f}" if ci == "signed" else f"{x:.2f}"
     if isinstance(ci, list | tuple) and ci and ci[0] is not None:
         s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
@@ -283,8 +283,9 @@ def _markdown(result: dict[str, Any]) -> str:
     t2 = [[r["model"], r["design"], str(r["seed"]), str(r["S"]), _fmt(r["PR"], r["PR_ci"]),
            _fmt(r["AER_max"], r["AER_max_ci"]), _fmt(r["PUA"], r["PUA_ci"]),
            _fmt(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
-    frs = [[r["run"], str(r["S"]), r["mode"], _fmt(r["FRS_raw"], r["FRS_raw_ci"]),
-            _fmt(r["FRS_summary"], r["FRS_summary_ci"]), _fmt(r["FRS_worst"], r["FRS_worst_ci"])]
+    frs = [[r["run"], str(r["S"]), r["mode"], _fmt(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
+            _fmt(r["FRS_summary"], r["FRS_summary_ci"], na="n/a"),
+            _fmt(r["FRS_worst"], r["FRS_worst_ci"], na="n/a")]
            for r in result["frs"]]
     how = ("paired bootstrap over the instances both runs share (same indices for both runs)"
            if result["paired"] else
@@ -303,6 +304,9 @@ def _markdown(result: dict[str, Any]) -> str:
         _md(["A", "B", "S", "n", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
         "## FRS per deletion mode and tier", "",
         _md(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
+        "`FRS_t`: AER_max with retrieval restricted to tier t after the forget (mean over k, "
+        "95% CIs); n/a: not measured, the design has no such tier at this S (e.g. no summary "
+        "tier at S=0).", "",
         "![frontier](frontier.png)", "",
     ]
     return "\n".join(parts)

@@ -198,9 +198,11 @@ def tables(
     surfaces = _surfaces(metrics)
     forensic = [
         [str(r["S"]), r["mode"]]
-        + [f"{r.get('forensic_instances', {}).get(s, 0)}/{r.get('forensic_n', '?')}" for s in surfaces]
+        + ["n/a" if not _surface_measured(r, s) else
+           f"{r.get('forensic_instances', {}).get(s, 0)}/{r.get('forensic_n', '?')}" for s in surfaces]
         for r in metrics["frs"]
     ]
+    dropped = sorted({s for r in metrics["frs"] for s in r.get("forensic_instances", {})} - set(surfaces))
     frontier = [
         [str(r["S"]), str(r["k"]), _fmt(r["PR"], r.get("PR_ci")), _fmt(r["AER_max"], r.get("AER_max_ci"))]
         + [_fmt(d["context_exposure"], d.get("context_exposure_ci")), _fmt(d["extraction"], d.get("extraction_ci"))]
@@ -223,7 +225,8 @@ def tables(
             LEGENDS["frs"],
         ),
         ("Instances with a forensic copy, per surface", ["S", "mode", *surfaces], forensic,
-         LEGENDS["forensic"] + " Surfaces with no copy in any mode are left out."),
+         LEGENDS["forensic"] + " n/a: the design has no such tier at this S (as for FRS)."
+         + (f" Surfaces with no copy in any mode are left out: {', '.join(dropped)}." if dropped else "")),
         (
             "Frontier and pipeline-vs-model decomposition per S and k",
             ["S", "k", "PR", "AER_max", "context exposure", "extraction"],
@@ -291,6 +294,14 @@ def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[lis
             "truncated); `judge`, `lme`, `study`: each one's verdict.",
         ))
     return out
+
+
+def _surface_measured(row: dict[str, Any], surface: str) -> bool:
+    """Whether ``surface`` exists for an ``frs`` row: a tier's live values (``text_raw``,
+    ``text_summary``) exist only where the design has that tier at this S (the row's
+    ``tiers_measured``, the rule FRS uses); every other surface always exists."""
+    tier = surface.removeprefix("text_") if surface in ("text_raw", "text_summary") else None
+    return tier is None or "tiers_measured" not in row or tier in row["tiers_measured"]
 
 
 def _surfaces(metrics: dict[str, Any]) -> list[str]:
@@ -474,31 +485,33 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
         names.append("frs.png")
 
         surfaces = _surfaces(metrics)
-        modes: list[str] = []
-        for r in frs:
-            if r["mode"] not in modes:
-                modes.append(r["mode"])
         if surfaces:
             import numpy as np
 
-            share = np.zeros((len(modes), len(surfaces)))
-            copies = np.zeros((len(modes), len(surfaces)))
-            for i, mode in enumerate(modes):
-                rows_m = [r for r in frs if r["mode"] == mode]
-                n = sum(int(r.get("forensic_n", 0)) for r in rows_m) or 1
+            # One row per (S, mode): pooling over S would hide a tier that exists only at
+            # some S (no summary tier at S=0); such cells are n/a (grey), not 0%.
+            share = np.ma.masked_all((len(frs), len(surfaces)))
+            copies = np.zeros((len(frs), len(surfaces)))
+            for i, r in enumerate(frs):
+                n = int(r.get("forensic_n", 0)) or 1
                 for j, s_ in enumerate(surfaces):
-                    share[i, j] = sum(r.get("forensic_instances", {}).get(s_, 0) for r in rows_m) / n
-                    copies[i, j] = sum(r.get("forensic_copies", {}).get(s_, 0) for r in rows_m) / n
-            fig, ax = plt.subplots(figsize=(1.6 + 0.9 * len(surfaces), 1.4 + 0.5 * len(modes)))
-            im = ax.imshow(share, vmin=0, vmax=1, cmap="Reds", aspect="auto")
-            for i in range(len(modes)):
+                    if _surface_measured(r, s_):
+                        share[i, j] = r.get("forensic_instances", {}).get(s_, 0) / n
+                        copies[i, j] = r.get("forensic_copies", {}).get(s_, 0) / n
+            cmap = matplotlib.colormaps["Reds"].with_extremes(bad="0.85")
+            fig, ax = plt.subplots(figsize=(2.4 + 0.9 * len(surfaces), 1.4 + 0.32 * len(frs)))
+            im = ax.imshow(share, vmin=0, vmax=1, cmap=cmap, aspect="auto")
+            for i in range(len(frs)):
                 for j in range(len(surfaces)):
-                    ax.text(j, i, f"{100 * share[i, j]:.0f}%\n{copies[i, j]:.1f}", ha="center", va="center",
-                            fontsize=7, color="white" if share[i, j] > 0.6 else "black")
+                    if share.mask[i, j]:
+                        txt, dark = "n/a", False
+                    else:
+                        txt, dark = f"{100 * share[i, j]:.0f}% ({copies[i, j]:.1f})", share[i, j] > 0.6
+                    ax.text(j, i, txt, ha="center", va="center", fontsize=6.5, color="white" if dark else "black")
             ax.set_xticks(range(len(surfaces)), surfaces, rotation=45, ha="right", fontsize=8)
-            ax.set_yticks(range(len(modes)), modes, fontsize=8)
-            ax.set_title("Forensic copies after forget: share of instances\n(and mean copies per instance), pooled over S",
-                         fontsize=9)
+            ax.set_yticks(range(len(frs)), [f"S={r['S']} {r['mode']}" for r in frs], fontsize=7)
+            ax.set_title("Forensic copies after forget: share of instances (mean copies per instance)\n"
+                         "per S and mode; n/a: no such tier at this S", fontsize=9)
             fig.colorbar(im, ax=ax, label="share of instances")
             fig.tight_layout()
             fig.savefig(out / "forensic.png", dpi=120)
@@ -641,7 +654,8 @@ _HNSW_NOTE = (
 _FIGURES_NOTE = (
     "Frontier: PR against AER_max per S, one point per k, bars are 95% CIs on both axes. "
     "Probes and FRS: bars are 95% CIs; a zero-height bar is marked 0, an unmeasured tier n/a. "
-    "Forensic: share of instances with a copy per deletion mode and surface (mean copies below)."
+    "Forensic: share of instances with a copy per S, deletion mode and surface (mean copies "
+    "per instance in brackets); n/a (grey): the design has no such tier at this S."
 )
 
 
@@ -701,7 +715,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
         if i == 0 and (notes or canary):
             md += ["## What to know before citing this run", ""]
             md += [f"- {x}" for x in notes + ([canary] if canary else [])] + [""]
-        if title.startswith("Instances with a forensic copy"):
+        if title.startswith("Instances with a forensic copy") and "disk_hnsw" in header:
             md += [_HNSW_NOTE, ""]
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     md += [_FIGURES_NOTE, ""]
@@ -723,7 +737,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
         if i == 0:
             parts += [f"<p>{html.escape(tally)}</p>"]
         parts += [_html_table(header, rows), f"<p class='legend'>{_html_inline(legend)}</p>"]
-        if title.startswith("Instances with a forensic copy"):
+        if title.startswith("Instances with a forensic copy") and "disk_hnsw" in header:
             parts += [f"<p class='legend'>{_html_inline(_HNSW_NOTE)}</p>"]
         if i == 0 and (notes or canary):
             parts += ["<h2>What to know before citing this run</h2><ul>"]

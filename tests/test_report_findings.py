@@ -133,6 +133,21 @@ def test_synthetic_data_is_said_at_the_top_and_in_the_tally(synthetic_run):
     assert "<b>Synthetic data</b>" in (synthetic_run / "report.html").read_text()
 
 
+def test_forensic_copy_of_a_tier_the_design_lacks_is_n_a(synthetic_run):
+    m = json.loads((synthetic_run / "metrics.json").read_text())
+    for r in m["frs"]:  # raw_only leaves a live summary copy in A at S=1; S=0 has no summary tier
+        r["forensic_instances"]["text_summary"] = int(r["S"] == 1 and r["mode"] == "raw_only")
+    (synthetic_run / "metrics.json").write_text(json.dumps(m))
+    md = write_report(synthetic_run).read_text()
+    block = md.split("## Instances with a forensic copy, per surface")[1].split("\n## ")[0]
+    assert block.splitlines()[2] == "| S | mode | disk_log | disk_sqlite | text_summary |"
+    rows = {tuple(line.split(" | ")[:2]): line.split(" | ")[-1] for line in block.splitlines() if line.startswith("| ")}
+    assert rows[("| 0", "raw_only")] == "n/a |" and rows[("| 0", "full_purge")] == "n/a |"
+    assert rows[("| 1", "raw_only")] == "1/3 |" and rows[("| 1", "full_purge")] == "0/3 |"
+    # Dropped all-zero surfaces are named; no note on a disk_hnsw column that is not there.
+    assert "left out: text_raw." in block and "disk_hnsw" not in block
+
+
 def test_forensic_residue_is_said_in_words(synthetic_run):
     md = write_report(synthetic_run).read_text()
     notes = md.split("## What to know before citing this run")[1].split("\n## ")[0]
