@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 __all__ = [
+    "HypothesesCounts",
     "canary_sentence",
     "hypotheses_with_canaries",
     "register_cli",
@@ -560,7 +561,15 @@ def _planted_canaries(out: Path) -> dict[str, set[str]]:
     return found
 
 
-def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> dict[str, tuple[int, int]]:
+class HypothesesCounts(dict):
+    """``{relative path: (answers with a canary, answers)}`` per hypotheses file, with
+    ``copy_of``: the file ``hypotheses.jsonl`` is a byte-for-byte copy of (the sweep
+    writes it from ``hypotheses/S{S0}_k{k_max}.jsonl``), or ``None``."""
+
+    copy_of: str | None = None
+
+
+def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> HypothesesCounts:
     """Count (and optionally mask) answers in ``hypotheses*.jsonl`` holding a planted canary.
 
     A hypothesis holds a canary when :func:`memkit.matching.contains_secret` finds any
@@ -575,7 +584,9 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> di
             (:func:`memkit.matching.redact_text`); the counts are those before masking.
 
     Returns:
-        ``{relative path: (answers with a canary, answers)}`` for every hypotheses file.
+        ``{relative path: (answers with a canary, answers)}`` for every hypotheses file
+        (a :class:`HypothesesCounts`, whose ``copy_of`` names the file that
+        ``hypotheses.jsonl`` copies, so that totals count each distinct file once).
 
     Raises:
         ValueError: a hypotheses line that is not ``{"question_id", "hypothesis"}`` JSON
@@ -588,7 +599,14 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> di
     # to a scorer is one too many, whichever instance it came from.
     planted = sorted({c for cs in _planted_canaries(out).values() for c in cs})
     files = sorted(out.glob("hypotheses*.jsonl")) + sorted((out / "hypotheses").glob("*.jsonl"))
-    counts: dict[str, tuple[int, int]] = {}
+    counts = HypothesesCounts()
+    main = out / "hypotheses.jsonl"
+    if main.exists():
+        body = main.read_bytes()
+        counts.copy_of = next(
+            (str(p.relative_to(out)) for p in sorted((out / "hypotheses").glob("*.jsonl")) if p.read_bytes() == body),
+            None,
+        )
     for path in files:
         lines = path.read_text(encoding="utf-8").splitlines()
         hit = total = 0
@@ -622,16 +640,23 @@ def canary_sentence(counts: dict[str, tuple[int, int]], redacted: bool = False) 
     """One sentence on hypotheses holding a planted canary (``None`` if there are no files)."""
     if not counts:
         return None
-    hit = sum(h for h, _ in counts.values())
-    total = sum(t for _, t in counts.values())
+    copy_of = getattr(counts, "copy_of", None)
+    # Each distinct answer file once: hypotheses.jsonl is a copy of ``copy_of``.
+    distinct = {p: c for p, c in counts.items() if not (copy_of and p == "hypotheses.jsonl")}
+    hit = sum(h for h, _ in distinct.values())
+    total = sum(t for _, t in distinct.values())
+    nfiles = f"{len(distinct)} distinct hypotheses file{'s' if len(distinct) != 1 else ''}"
     main = counts.get("hypotheses.jsonl")
-    head = f"{main[0]} of {main[1]} answers in `hypotheses.jsonl`, " if main else ""
+    head = ""
+    if main:
+        head = f"{main[0]} of {main[1]} answers in `hypotheses.jsonl`"
+        head += f" (a copy of `{copy_of}`, counted once), " if copy_of else ", "
     if hit == 0:
-        return f"No answer in the hypotheses files ({total} answers) contains a planted canary."
+        return f"No answer in the {nfiles} ({total} answers) contains a planted canary."
     if redacted:
-        return (f"{head}{hit} of {total} answers over all hypotheses files contained a planted canary; "
+        return (f"{head}{hit} of {total} answers over the {nfiles} contained a planted canary; "
                 "they have been masked (`--redact-hypotheses`).")
-    return (f"**{head}{hit} of {total} answers over all hypotheses files contain a planted canary.** "
+    return (f"**{head}{hit} of {total} answers over the {nfiles} contain a planted canary.** "
             "Sending them to a scorer sends it the planted secrets; mask them with "
             "`memkit report DIR --redact-hypotheses`.")
 

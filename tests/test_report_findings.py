@@ -160,9 +160,11 @@ def test_forensic_residue_is_said_in_words(synthetic_run):
 def test_canaries_in_hypotheses_are_counted_and_masked(synthetic_run):
     md = write_report(synthetic_run).read_text()
     # A's answer holds A's canary (another spelling); C's answer holds A's canary too.
-    assert "2 of 3 answers in `hypotheses.jsonl`, 4 of 6 answers over all hypotheses files" in md
+    # hypotheses.jsonl is a copy of hypotheses/S0_k1.jsonl: one distinct file, counted once.
+    assert ("2 of 3 answers in `hypotheses.jsonl` (a copy of `hypotheses/S0_k1.jsonl`, counted once), "
+            "2 of 3 answers over the 1 distinct hypotheses file") in md
     md = write_report(synthetic_run, redact_hypotheses=True).read_text()
-    assert "4 of 6 answers over all hypotheses files contained a planted canary; they have been masked" in md
+    assert "2 of 3 answers over the 1 distinct hypotheses file contained a planted canary; they have been masked" in md
     for path in (synthetic_run / "hypotheses.jsonl", synthetic_run / "hypotheses" / "S0_k1.jsonl"):
         hyps = [json.loads(line) for line in path.read_text().splitlines()]
         assert [h["question_id"] for h in hyps] == ["A", "B", "C"]
@@ -171,7 +173,18 @@ def test_canaries_in_hypotheses_are_counted_and_masked(synthetic_run):
         assert hyps[2]["hypothesis"] == "[REDACTED]"
         assert not any(contains_secret(h["hypothesis"], c) for h in hyps for c in CANARY.values())
     md = write_report(synthetic_run).read_text()
-    assert "No answer in the hypotheses files (6 answers) contains a planted canary." in md
+    assert "No answer in the 1 distinct hypotheses file (3 answers) contains a planted canary." in md
+
+
+def test_each_distinct_hypotheses_file_is_counted_once(synthetic_run):
+    # A second, different answer file: B's answer holds B's canary, the others none.
+    hyps = [{"question_id": "A", "hypothesis": "no"}, {"question_id": "B", "hypothesis": "KT2-AMBER-1044"},
+            {"question_id": "C", "hypothesis": "no"}]
+    (synthetic_run / "hypotheses" / "S0_k2.jsonl").write_text("".join(json.dumps(h) + "\n" for h in hyps))
+    md = write_report(synthetic_run).read_text()
+    # S0_k1: 2 of 3, S0_k2: 1 of 3 -> 3 of 6 over 2 files; hypotheses.jsonl (= S0_k1) not added again.
+    assert ("2 of 3 answers in `hypotheses.jsonl` (a copy of `hypotheses/S0_k1.jsonl`, counted once), "
+            "3 of 6 answers over the 2 distinct hypotheses files contain a planted canary") in md
 
 
 def test_report_cli_counts_and_redacts(synthetic_run):
@@ -184,10 +197,10 @@ def test_report_cli_counts_and_redacts(synthetic_run):
 
     res = CliRunner().invoke(app, ["report", str(synthetic_run)])
     assert res.exit_code == 0, res.output
-    assert "4 of 6 answers over all hypotheses files contain a planted canary" in res.output
+    assert "2 of 3 answers over the 1 distinct hypotheses file contain a planted canary" in res.output
     res = CliRunner().invoke(app, ["report", str(synthetic_run), "--redact-hypotheses"])
     assert res.exit_code == 0, res.output
-    assert "No answer in the hypotheses files" in res.output
+    assert "No answer in the 1 distinct hypotheses file" in res.output
     assert not contains_secret((synthetic_run / "hypotheses.jsonl").read_text(), CANARY["A"])
 
 
@@ -227,4 +240,4 @@ def test_real_sample_report(sample_path, tmp_path):
     md = (out / "report.md").read_text()
     assert _sections(md)[0] == "Findings of the study on this run"
     assert (out / "forensic.png").is_file()
-    assert "answers in `hypotheses.jsonl`" in md or "No answer in the hypotheses files" in md
+    assert "answers in `hypotheses.jsonl`" in md or "No answer in the " in md
