@@ -36,6 +36,7 @@ import numpy as np
 import typer
 
 from evaluators.aggregate import _Grid, _row_stats
+from evaluators.findings import number_text
 from evaluators.metrics import bootstrap_ci
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run", "register_cli"]
@@ -198,12 +199,18 @@ def pair_differences(
     return out
 
 
+def _signed(x: float) -> str:
+    """A difference with its sign (+0.50, −0.25; 0.00 when it rounds to zero)."""
+    s = number_text(x)
+    return s if s == "0.00" or s.startswith("−") else "+" + s
+
+
 def _fmt(x: Any, ci: Any = None, na: str = "–") -> str:
     if x is None:
         return na
-    s = f"{x:+.2f}" if ci == "signed" else f"{x:.2f}"
+    s = _signed(x) if ci == "signed" else number_text(x)
     if isinstance(ci, list | tuple) and ci and ci[0] is not None:
-        s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        s += f" [{number_text(ci[0])}, {number_text(ci[1])}]"
     return s
 
 
@@ -313,7 +320,7 @@ def _markdown(result: dict[str, Any]) -> str:
 
 
 def _ci_txt(ci: list[Any]) -> str:
-    return f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and ci[0] is not None else ""
+    return f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci and ci[0] is not None else ""
 
 
 def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 __all__ = [
     "VERDICTS",
     "evaluate_findings",
+    "number_text",
     "study_findings",
     "verdict",
 ]
@@ -65,13 +66,22 @@ def study_findings() -> dict[str, Any]:
     return json.loads(text)
 
 
+def number_text(x: float) -> str:
+    """``x`` to two decimals with the Unicode minus sign (−0.25); a value that rounds to
+    zero prints as 0.00, never −0.00. The report's one number format."""
+    s = f"{x:.2f}"
+    if float(s) == 0:
+        return "0.00"
+    return s.replace("-", "−")
+
+
 def _threshold_text(lo: float, hi: float, t: float, ceiling: str | None) -> str:
     """Why a CI that touches or spans threshold ``t`` is inconclusive, in words."""
     if ceiling:
         return ceiling
     if lo == t or hi == t:
-        return f"CI [{lo:.2f}, {hi:.2f}] is at the threshold {t:g}: too wide for this instance count"
-    return f"CI [{lo:.2f}, {hi:.2f}] straddles {t:g}: too wide for this instance count"
+        return f"CI [{number_text(lo)}, {number_text(hi)}] is at the threshold {t:g}: too wide for this instance count"
+    return f"CI [{number_text(lo)}, {number_text(hi)}] straddles {t:g}: too wide for this instance count"
 
 
 def verdict(value: float | None, ci: Any, test: dict[str, Any], *, ceiling: str | None = None,
@@ -100,12 +110,12 @@ def verdict(value: float | None, ci: Any, test: dict[str, Any], *, ceiling: str 
     if op == "==":
         if value == t:
             return "reproduced", f"= {t:g} in every instance"
-        return "not reproduced", f"{value:.2f} ≠ {t:g}: some instance shows it"
+        return "not reproduced", f"{number_text(value)} ≠ {t:g}: some instance shows it"
     lo, hi = (ci or [None, None])[:2]
     if op == "reduces":
         # Two halves: residue remains (value > t) AND it is lower than the baseline's.
         if value <= t:
-            return "not reproduced", f"no residue remains ({value:.2f}): removed, not just reduced"
+            return "not reproduced", f"no residue remains ({number_text(value)}): removed, not just reduced"
         if diff is None:
             return "not testable", "this run has no per-instance residue for the paired reduction"
         dlo, dhi = (diff_ci or [None, None])[:2]
@@ -114,11 +124,11 @@ def verdict(value: float | None, ci: Any, test: dict[str, Any], *, ceiling: str 
         remains = lo is not None and lo > t
         if dhi <= 0:
             return "not reproduced", (
-                f"does not reduce: reduction {diff:.2f} CI [{dlo:.2f}, {dhi:.2f}] not above 0")
+                f"does not reduce: reduction {number_text(diff)} CI [{number_text(dlo)}, {number_text(dhi)}] not above 0")
         if dlo > 0 and remains:
-            return "reproduced", f"reduction CI [{dlo:.2f}, {dhi:.2f}] above 0 and residue CI above 0"
+            return "reproduced", f"reduction CI [{number_text(dlo)}, {number_text(dhi)}] above 0 and residue CI above 0"
         return "inconclusive", (
-            f"reduction CI [{dlo:.2f}, {dhi:.2f}], residue CI [{lo:.2f}, {hi:.2f}]: too wide "
+            f"reduction CI [{number_text(dlo)}, {number_text(dhi)}], residue CI [{number_text(lo)}, {number_text(hi)}]: too wide "
             "for this instance count")
     if lo is None or hi is None:
         return "inconclusive", "the CI is undefined (a ratio whose base is 0 on some resample)"
@@ -141,7 +151,7 @@ def verdict(value: float | None, ci: Any, test: dict[str, Any], *, ceiling: str 
             return "reproduced", f"CI within ±{t:g}"
         if lo > t or hi < -t:
             return "not reproduced", f"CI outside ±{t:g}"
-        return "inconclusive", f"CI [{lo:.2f}, {hi:.2f}] crosses ±{t:g}: too wide for this instance count"
+        return "inconclusive", f"CI [{number_text(lo)}, {number_text(hi)}] crosses ±{t:g}: too wide for this instance count"
     raise ValueError(f"study findings: unknown test op {op!r} (use >, <=, within, ==, reduces)")
 
 
@@ -216,7 +226,7 @@ def _ceiling(metrics: dict[str, Any], spec: dict[str, Any] | None) -> str | None
         return None
     first = min(rows, key=lambda r: r["k"])
     if first[spec["key"]] >= spec["near"]:
-        return (f"ceiling: {spec['key']} is already {first[spec['key']]:.2f} at the smallest k "
+        return (f"ceiling: {spec['key']} is already {number_text(first[spec['key']])} at the smallest k "
                 f"(k={first['k']}), near its maximum 1, so a larger k cannot raise it much")
     return None
 

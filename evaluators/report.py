@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from evaluators.findings import number_text as _num
+
 __all__ = [
     "HypothesesCounts",
     "canary_sentence",
@@ -30,9 +32,9 @@ __all__ = [
 def _fmt(x: Any, ci: Any = None, na: str = "–") -> str:
     if x is None:
         return na
-    s = f"{x:.2f}"
+    s = _num(x)
     if ci and ci[0] is not None and ci[1] is not None:
-        s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        s += f" [{_num(ci[0])}, {_num(ci[1])}]"
     return s
 
 

@@ -304,3 +304,14 @@ def test_findings_read_keys_that_compute_metrics_writes(agg):
 
 def test_findings_are_json_serialisable(agg):
     json.dumps(evaluate_findings({**agg, "model": "extractive"}), allow_nan=False)
+
+
+def test_numbers_print_one_minus_sign_and_no_negative_zero():
+    from evaluators.findings import number_text
+
+    assert [number_text(x) for x in (-0.001, -0.0, 0.0, 0.25, -0.25, -1.0)] == [
+        "0.00", "0.00", "0.00", "0.25", "−0.25", "−1.00"]
+    _, reason = verdict(-0.001, [-0.004, 0.3], {"op": ">", "value": 0})
+    assert reason.startswith("CI [0.00, 0.30]") and "-" not in reason
+    _, reason = verdict(0.1, [-0.2, 0.3], {"op": ">", "value": 0})
+    assert reason.startswith("CI [−0.20, 0.30] straddles 0")
