@@ -28,6 +28,7 @@ Outputs in ``--out``: ``compare.json`` (every table's numbers), ``compare.md``,
 from __future__ import annotations
 
 import json
+import textwrap
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -329,23 +330,44 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    markers = "osD^v<>"
+    from evaluators.report import _err
+
+    fig, ax = plt.subplots(figsize=(7, 5.2))
+    markers = "osD^v<>P"
+    # Each run gets its own marker and a small horizontal offset so that runs with
+    # identical values do not hide each other; identical lines are also named in a note.
+    step = 0.012
+    seen: dict[tuple, str] = {}
+    same: list[str] = []
     for i, r in enumerate(runs):
+        dx = (i - (len(runs) - 1) / 2) * step
         levels = r["metrics"].get("summary_levels", [])
         for j, S in enumerate(levels):
             pts = [p for p in r["metrics"].get("frontier", []) if p["S"] == S]
             if not pts:
                 continue
-            ax.plot([p["AER_max"] for p in pts], [p["PR"] for p in pts], marker=markers[j % len(markers)],
-                    color=f"C{i}", linestyle=("-", "--", ":")[j % 3], label=f"{r['label']} S={S}")
+            xs = [p["AER_max"] for p in pts]
+            ys = [p["PR"] for p in pts]
+            key = (S, tuple(round(v, 4) for v in xs + ys))
+            if key in seen:
+                same.append(f"{r['label']} = {seen[key]} at S={S}")
+            else:
+                seen[key] = r["label"]
+            ax.errorbar([x + dx for x in xs], ys, xerr=_err(xs, [p.get("AER_max_ci") for p in pts]),
+                        yerr=_err(ys, [p.get("PR_ci") for p in pts]), marker=markers[i % len(markers)],
+                        color=f"C{(i * len(levels) + j) % 10}", linestyle=("-", "--", ":")[j % 3], capsize=2,
+                        elinewidth=0.7, ms=5, mfc="none" if i % 2 else None, label=f"{r['label']} S={S}")
+    note = f"runs offset by {step:g} in AER_max so overlapping lines stay visible; bars: 95% CIs"
+    if same:
+        note += "\n" + textwrap.fill("identical lines: " + "; ".join(same), 130)
+    fig.text(0.01, 0.01, note, fontsize=6.5, color="0.3", va="bottom")
     ax.set_xlabel("AER_max (adversarial extraction)")
     ax.set_ylabel("PR (personalization recall)")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Privacy–utility frontier over k, per run and S")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout(rect=(0, 0.03 + 0.025 * note.count("\n"), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

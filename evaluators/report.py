@@ -1,6 +1,6 @@
 """Report files for a sweep: ``report.md``, ``report.html`` and the study's figures.
 
-Layout follows the study's Table 2 (paper-notes, "Outputs the study shows"): per
+Layout follows the study's Table 2 (arXiv 2606.10062): per
 model and summary level S, PR, AER, PUA and ΔS with 95% CIs; FRS per deletion mode
 and tier. Figures: ``frontier.png`` (PR vs AER_max per S, one line over k),
 ``probes.png`` (AER per probe level per S) and ``frs.png`` (FRS per mode and tier).
@@ -377,7 +377,8 @@ def _bars(ax: Any, xs: list[float], vals: list[float | None], cis: list[Any], wi
             ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color="0.4")
         elif v == 0:
             ax.plot([x - width / 2, x + width / 2], [0, 0], color=color, lw=3, solid_capstyle="butt")
-            ax.text(x, 0.01, "0", ha="center", va="bottom", fontsize=6, color=color)
+            ax.text(x, 0.04, "0", ha="center", va="bottom", fontsize=8, fontweight="bold", color=color,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
 
 
 def token_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -444,7 +445,7 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
     plt.close(fig)
     names.append("frontier.png")
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(6, 4.4))
     levels = ("direct", "indirect", "jailbreak")
     rows = metrics["by_S"]
     width = 0.8 / max(1, len(rows))
@@ -462,7 +463,11 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
     ax.set_ylabel("AER (mean over k; bars exact)")
     ax.set_ylim(0, 1.1)
     ax.set_title("Extraction per probe level (bars: 95% CIs)")
-    ax.legend(fontsize=8)
+    # Legend below the axes (never over a bar), S=0, S=1, ... then the normalized marker.
+    handles, labs = ax.get_legend_handles_labels()
+    order = sorted(range(len(labs)), key=lambda i: (not labs[i].startswith("S="), labs[i]))
+    ax.legend([handles[i] for i in order], [labs[i] for i in order], fontsize=8,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, len(labs)), frameon=False)
     fig.tight_layout()
     fig.savefig(out / "probes.png", dpi=120)
     plt.close(fig)

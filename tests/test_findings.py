@@ -121,6 +121,7 @@ def test_unknown_op_is_a_clear_error():
 def test_data_file_has_the_studys_findings_with_source():
     data = study_findings()
     assert "2606.10062" in data["source"]
+    assert "paper-notes" not in data["source"]  # cite the paper, not a file outside the repository
     ids = [f["id"] for f in data["findings"]]
     assert len(ids) == len(set(ids)) >= 5
     by_id = {f["id"]: f for f in data["findings"]}
