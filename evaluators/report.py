@@ -146,14 +146,17 @@ def tables(
         config: the content of ``config.json`` (for the model name).
 
     Returns:
-        The findings table first (:func:`evaluators.findings.evaluate_findings`, or
-        ``metrics["findings"]``), then Table 2, AER per level, FRS, forensic copies and
+        The findings table first (:func:`evaluators.findings.evaluate_findings` on
+        ``metrics``, recomputed rather than read from ``metrics["findings"]``, which an
+        older memkit may have written), then Table 2, AER per level, FRS, forensic copies and
         the frontier with its decomposition; each legend defines the table's columns.
     """
     from evaluators.findings import evaluate_findings
 
     model = config.get("model", metrics.get("model", "?"))
-    findings = metrics.get("findings") or evaluate_findings(metrics, config)
+    # Recomputed, not read from metrics["findings"]: a metrics.json written by an older
+    # memkit keeps older verdicts (and their sources); the statistics are what count.
+    findings = evaluate_findings(metrics, config)
     legend = LEGENDS["findings"]
     if notes := backend_notes(findings):
         legend += " Not testable with this backend: " + " ".join(notes)
@@ -723,7 +726,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     cfg_rows = _applicable_config(config)
     from evaluators.findings import VERDICTS, evaluate_findings
 
-    verdicts = [f["verdict"] for f in metrics.get("findings") or evaluate_findings(metrics, config)]
+    verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)

@@ -122,6 +122,16 @@ def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(syn
         assert (synthetic_run / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in md
 
 
+def test_stale_stored_findings_are_recomputed(synthetic_run):
+    m = json.loads((synthetic_run / "metrics.json").read_text())
+    for f in m["findings"]:  # as an older memkit wrote them
+        f.update(verdict="reproduced", reason="stale", source="shared/paper-notes.md")
+    (synthetic_run / "metrics.json").write_text(json.dumps(m))
+    md = write_report(synthetic_run).read_text()
+    block = md.split("## ")[1]
+    assert "stale" not in block and "not testable" in block
+
+
 def test_synthetic_data_is_said_at_the_top_and_in_the_tally(synthetic_run):
     cfg = json.loads((synthetic_run / "config.json").read_text())
     (synthetic_run / "config.json").write_text(json.dumps({**cfg, "data": "synthetic"}))
