@@ -196,6 +196,12 @@ _NAMES = {"k_effect_PR": "PR", "k_effect_AER_max": "AER_max", "delta_S_relative"
           "PR_cost_relative": "PR cost rel.", "delta_DI": "ΔDI"}
 
 
+_RELATIVE = {
+    "delta_S_relative": "cut ΔS / AER_max(S=0) at S={S}, mean over k; shown as the change of AER_max",
+    "PR_cost_relative": "cost (PR(S=0) − PR(S={S})) / PR(S=0), mean over k; shown as the change of PR",
+}
+
+
 def quantity(metrics: dict[str, Any], stat: dict[str, Any]) -> str:
     """What a finding's "this run" value is, in words: the statistic, its S, mode and k
     (e.g. ``"FRS_summary at S=1, raw_only"``, ``"AER_max(k=25) − AER_max(k=1) at S=0"``)."""
@@ -206,6 +212,9 @@ def quantity(metrics: dict[str, Any], stat: dict[str, Any]) -> str:
         kk = (f"(k={max(ks)}) − {name}(k={min(ks)})" if len(ks) >= 2 else "(k_max) − " + name + "(k_min)")
         return f"{name}{kk} at S={stat['S']}"
     name = _NAMES.get(key, key)
+    if key in _RELATIVE:
+        # Shown as a change in percent (−76%); the test's threshold is on the cut.
+        return _RELATIVE[key].format(S=stat["S"])
     if stat["table"] == "by_S":
         return f"{name} at S={stat['S']}, mean over k"
     modes = stat.get("modes") or [stat["mode"]]

@@ -73,7 +73,8 @@ def test_k_effect_on_aer_at_a_ceiling_says_so():
 def test_quantity_names_statistic_s_mode_and_k():
     got = {f["id"]: f["quantity"] for f in evaluate_findings(_metrics())}
     assert got["raw_only_leaves_residue"] == "FRS_summary at S=1, raw_only"
-    assert got["summary_cuts_aer"] == "ΔS rel. at S=1, mean over k"
+    assert got["summary_cuts_aer"] == "cut ΔS / AER_max(S=0) at S=1, mean over k; shown as the change of AER_max"
+    assert got["summary_pr_cost"].startswith("cost (PR(S=0) − PR(S=1)) / PR(S=0)")
     assert got["purge_and_tombstone_clear"] == "FRS_worst (largest over every S), full_purge / tombstone_redaction"
     assert got["resummarize_leaves_residue"].startswith("FRS_worst at S=1, raw_plus_resummarize; reduction vs raw_only")
 
