@@ -30,6 +30,8 @@ value(k_max) − value(k_min) have their own CIs). A bound is ``None`` where the
 statistic is undefined on a resample (a ratio with base 0). FRS of a tier the design
 does not have at S (nothing was retrievable from it after any forget) is ``None``
 (not measured), and ``tiers_measured`` lists the tiers that were.
+``FRS_worst_by_instance`` lists each instance's worst-tier residue (max over measured
+tiers of its AER_max averaged over k), for paired comparisons between deletion modes.
 """
 
 from __future__ import annotations
@@ -356,6 +358,12 @@ def compute_metrics(
 
             row[f"FRS_worst{suffix}"] = _r(worst(all_idx))
             row[f"FRS_worst{suffix}_ci"] = _ci(n, worst, n_resamples, seed)
+            if not norm:
+                # Per-instance worst-tier residue, for paired comparisons between modes
+                # (evaluators.findings: does raw_plus_resummarize reduce raw_only's residue).
+                row["FRS_worst_by_instance"] = [
+                    _r(max((aer_max_tier(np.array([i]), t) for t in present), default=0.0)) for i in range(n)
+                ]
         g_pr = after.get((S, mode, None))
         if g_pr is not None:
             row["PR_after"] = _r(float(np.nanmean(g_pr.correct)))

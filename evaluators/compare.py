@@ -28,6 +28,7 @@ Outputs in ``--out``: ``compare.json`` (every table's numbers), ``compare.md``,
 from __future__ import annotations
 
 import json
+import textwrap
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ import numpy as np
 import typer
 
 from evaluators.aggregate import _Grid, _row_stats
+from evaluators.findings import number_text
 from evaluators.metrics import bootstrap_ci
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run", "register_cli"]
@@ -198,12 +200,18 @@ def pair_differences(
     return out
 
 
-def _fmt(x: Any, ci: Any = None) -> str:
+def _signed(x: float) -> str:
+    """A difference with its sign (+0.50, −0.25; 0.00 when it rounds to zero)."""
+    s = number_text(x)
+    return s if s == "0.00" or s.startswith("−") else "+" + s
+
+
+def _fmt(x: Any, ci: Any = None, na: str = "–") -> str:
     if x is None:
-        return "–"
-    s = f"{x:+.2f}" if ci == "signed" else f"{x:.2f}"
+        return na
+    s = _signed(x) if ci == "signed" else number_text(x)
     if isinstance(ci, list | tuple) and ci and ci[0] is not None:
-        s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        s += f" [{number_text(ci[0])}, {number_text(ci[1])}]"
     return s
 
 
@@ -283,8 +291,9 @@ def _markdown(result: dict[str, Any]) -> str:
     t2 = [[r["model"], r["design"], str(r["seed"]), str(r["S"]), _fmt(r["PR"], r["PR_ci"]),
            _fmt(r["AER_max"], r["AER_max_ci"]), _fmt(r["PUA"], r["PUA_ci"]),
            _fmt(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
-    frs = [[r["run"], str(r["S"]), r["mode"], _fmt(r["FRS_raw"], r["FRS_raw_ci"]),
-            _fmt(r["FRS_summary"], r["FRS_summary_ci"]), _fmt(r["FRS_worst"], r["FRS_worst_ci"])]
+    frs = [[r["run"], str(r["S"]), r["mode"], _fmt(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
+            _fmt(r["FRS_summary"], r["FRS_summary_ci"], na="n/a"),
+            _fmt(r["FRS_worst"], r["FRS_worst_ci"], na="n/a")]
            for r in result["frs"]]
     how = ("paired bootstrap over the instances both runs share (same indices for both runs)"
            if result["paired"] else
@@ -303,13 +312,16 @@ def _markdown(result: dict[str, Any]) -> str:
         _md(["A", "B", "S", "n", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
         "## FRS per deletion mode and tier", "",
         _md(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
+        "`FRS_t`: AER_max with retrieval restricted to tier t after the forget (mean over k, "
+        "95% CIs); n/a: not measured, the design has no such tier at this S (e.g. no summary "
+        "tier at S=0).", "",
         "![frontier](frontier.png)", "",
     ]
     return "\n".join(parts)
 
 
 def _ci_txt(ci: list[Any]) -> str:
-    return f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and ci[0] is not None else ""
+    return f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci and ci[0] is not None else ""
 
 
 def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
@@ -318,23 +330,44 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    markers = "osD^v<>"
+    from evaluators.report import _err
+
+    fig, ax = plt.subplots(figsize=(7, 5.2))
+    markers = "osD^v<>P"
+    # Each run gets its own marker and a small horizontal offset so that runs with
+    # identical values do not hide each other; identical lines are also named in a note.
+    step = 0.012
+    seen: dict[tuple, str] = {}
+    same: list[str] = []
     for i, r in enumerate(runs):
+        dx = (i - (len(runs) - 1) / 2) * step
         levels = r["metrics"].get("summary_levels", [])
         for j, S in enumerate(levels):
             pts = [p for p in r["metrics"].get("frontier", []) if p["S"] == S]
             if not pts:
                 continue
-            ax.plot([p["AER_max"] for p in pts], [p["PR"] for p in pts], marker=markers[j % len(markers)],
-                    color=f"C{i}", linestyle=("-", "--", ":")[j % 3], label=f"{r['label']} S={S}")
+            xs = [p["AER_max"] for p in pts]
+            ys = [p["PR"] for p in pts]
+            key = (S, tuple(round(v, 4) for v in xs + ys))
+            if key in seen:
+                same.append(f"{r['label']} = {seen[key]} at S={S}")
+            else:
+                seen[key] = r["label"]
+            ax.errorbar([x + dx for x in xs], ys, xerr=_err(xs, [p.get("AER_max_ci") for p in pts]),
+                        yerr=_err(ys, [p.get("PR_ci") for p in pts]), marker=markers[i % len(markers)],
+                        color=f"C{(i * len(levels) + j) % 10}", linestyle=("-", "--", ":")[j % 3], capsize=2,
+                        elinewidth=0.7, ms=5, mfc="none" if i % 2 else None, label=f"{r['label']} S={S}")
+    note = f"runs offset by {step:g} in AER_max so overlapping lines stay visible; bars: 95% CIs"
+    if same:
+        note += "\n" + textwrap.fill("identical lines: " + "; ".join(same), 130)
+    fig.text(0.01, 0.01, note, fontsize=6.5, color="0.3", va="bottom")
     ax.set_xlabel("AER_max (adversarial extraction)")
     ax.set_ylabel("PR (personalization recall)")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Privacy–utility frontier over k, per run and S")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout(rect=(0, 0.03 + 0.025 * note.count("\n"), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

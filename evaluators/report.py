@@ -1,6 +1,6 @@
 """Report files for a sweep: ``report.md``, ``report.html`` and the study's figures.
 
-Layout follows the study's Table 2 (paper-notes, "Outputs the study shows"): per
+Layout follows the study's Table 2 (arXiv 2606.10062): per
 model and summary level S, PR, AER, PUA and ΔS with 95% CIs; FRS per deletion mode
 and tier. Figures: ``frontier.png`` (PR vs AER_max per S, one line over k),
 ``probes.png`` (AER per probe level per S) and ``frs.png`` (FRS per mode and tier).
@@ -16,7 +16,10 @@ from typing import Any
 
 import typer
 
+from evaluators.findings import number_text as _num
+
 __all__ = [
+    "HypothesesCounts",
     "canary_sentence",
     "hypotheses_with_canaries",
     "register_cli",
@@ -29,9 +32,9 @@ __all__ = [
 def _fmt(x: Any, ci: Any = None, na: str = "–") -> str:
     if x is None:
         return na
-    s = f"{x:.2f}"
+    s = _num(x)
     if ci and ci[0] is not None and ci[1] is not None:
-        s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        s += f" [{_num(ci[0])}, {_num(ci[1])}]"
     return s
 
 
@@ -54,10 +57,12 @@ def _pct(x: Any, ci: Any = None) -> str:
 LEGENDS = {
     "findings": (
         "`claim`: the study's finding in one line; `study`: its reference value (Gemma 3 12B "
-        "unless noted); `this run`: the value measured here with its 95% bootstrap CI over "
+        "unless noted); `quantity`: which statistic `this run` is, at which S, deletion mode "
+        "and k; `this run`: the value measured here with its 95% bootstrap CI over "
         "instances; `verdict`: reproduced (the CI is on the claim's side of its threshold), "
         "not reproduced (on the other side), inconclusive (the CI spans the threshold: too "
-        "wide for this instance count) or not testable (this run or backend cannot show it)."
+        "wide for this instance count, or at the threshold, or at a ceiling) or not testable "
+        "(this run lacks the S level, mode or k, or a backend property decides the claim)."
     ),
     "table2": (
         "`PR`: share of questions answered correctly; `AER_max`: share of canaries fully "
@@ -113,7 +118,8 @@ def _verdict_cell(f: dict[str, Any]) -> str:
     reason = f.get("reason") or ""
     if reason.startswith(_BACKEND):
         return f"{f['verdict']} with this backend (see below)"
-    return f"{f['verdict']} ({reason})" if reason else f["verdict"]
+    cell = f"{f['verdict']} ({reason})" if reason else f["verdict"]
+    return f"{cell}; note: {f['note']}" if f.get("note") else cell
 
 
 def backend_notes(findings: list[dict[str, Any]]) -> list[str]:
@@ -140,20 +146,24 @@ def tables(
         config: the content of ``config.json`` (for the model name).
 
     Returns:
-        The findings table first (:func:`evaluators.findings.evaluate_findings`, or
-        ``metrics["findings"]``), then Table 2, AER per level, FRS, forensic copies and
+        The findings table first (:func:`evaluators.findings.evaluate_findings` on
+        ``metrics``, recomputed rather than read from ``metrics["findings"]``, which an
+        older memkit may have written), then Table 2, AER per level, FRS, forensic copies and
         the frontier with its decomposition; each legend defines the table's columns.
     """
     from evaluators.findings import evaluate_findings
 
     model = config.get("model", metrics.get("model", "?"))
-    findings = metrics.get("findings") or evaluate_findings(metrics, config)
+    # Recomputed, not read from metrics["findings"]: a metrics.json written by an older
+    # memkit keeps older verdicts (and their sources); the statistics are what count.
+    findings = evaluate_findings(metrics, config)
     legend = LEGENDS["findings"]
     if notes := backend_notes(findings):
         legend += " Not testable with this backend: " + " ".join(notes)
     ftab = [
-        [f["claim"], f["reference_text"],
-         _pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else _fmt(f["value"], f["ci"]),
+        [f["claim"], f["reference_text"], f.get("quantity", "–"),
+         (_pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else _fmt(f["value"], f["ci"]))
+         + (f"; reduction {_fmt(f['reduction'], f.get('reduction_ci'))}" if f.get("reduction") is not None else ""),
          _verdict_cell(f)]
         for f in findings
     ]
@@ -194,16 +204,18 @@ def tables(
     surfaces = _surfaces(metrics)
     forensic = [
         [str(r["S"]), r["mode"]]
-        + [f"{r.get('forensic_instances', {}).get(s, 0)}/{r.get('forensic_n', '?')}" for s in surfaces]
+        + ["n/a" if not _surface_measured(r, s) else
+           f"{r.get('forensic_instances', {}).get(s, 0)}/{r.get('forensic_n', '?')}" for s in surfaces]
         for r in metrics["frs"]
     ]
+    dropped = sorted({s for r in metrics["frs"] for s in r.get("forensic_instances", {})} - set(surfaces))
     frontier = [
         [str(r["S"]), str(r["k"]), _fmt(r["PR"], r.get("PR_ci")), _fmt(r["AER_max"], r.get("AER_max_ci"))]
         + [_fmt(d["context_exposure"], d.get("context_exposure_ci")), _fmt(d["extraction"], d.get("extraction_ci"))]
         for r, d in zip(metrics["frontier"], metrics["decomposition"], strict=True)
     ]
     out = [
-        ("Findings of the study on this run", ["claim", "study", "this run [95% CI]", "verdict"], ftab,
+        ("Findings of the study on this run", ["claim", "study", "quantity", "this run [95% CI]", "verdict"], ftab,
          legend),
         (
             "Table 2: utility and leakage per summary level (rows average over k)",
@@ -219,7 +231,8 @@ def tables(
             LEGENDS["frs"],
         ),
         ("Instances with a forensic copy, per surface", ["S", "mode", *surfaces], forensic,
-         LEGENDS["forensic"] + " Surfaces with no copy in any mode are left out."),
+         LEGENDS["forensic"] + " n/a: the design has no such tier at this S (as for FRS)."
+         + (f" Surfaces with no copy in any mode are left out: {', '.join(dropped)}." if dropped else "")),
         (
             "Frontier and pipeline-vs-model decomposition per S and k",
             ["S", "k", "PR", "AER_max", "context exposure", "extraction"],
@@ -287,6 +300,14 @@ def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[lis
             "truncated); `judge`, `lme`, `study`: each one's verdict.",
         ))
     return out
+
+
+def _surface_measured(row: dict[str, Any], surface: str) -> bool:
+    """Whether ``surface`` exists for an ``frs`` row: a tier's live values (``text_raw``,
+    ``text_summary``) exist only where the design has that tier at this S (the row's
+    ``tiers_measured``, the rule FRS uses); every other surface always exists."""
+    tier = surface.removeprefix("text_") if surface in ("text_raw", "text_summary") else None
+    return tier is None or "tiers_measured" not in row or tier in row["tiers_measured"]
 
 
 def _surfaces(metrics: dict[str, Any]) -> list[str]:
@@ -359,7 +380,8 @@ def _bars(ax: Any, xs: list[float], vals: list[float | None], cis: list[Any], wi
             ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color="0.4")
         elif v == 0:
             ax.plot([x - width / 2, x + width / 2], [0, 0], color=color, lw=3, solid_capstyle="butt")
-            ax.text(x, 0.01, "0", ha="center", va="bottom", fontsize=6, color=color)
+            ax.text(x, 0.04, "0", ha="center", va="bottom", fontsize=8, fontweight="bold", color=color,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
 
 
 def token_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -426,7 +448,7 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
     plt.close(fig)
     names.append("frontier.png")
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(6, 4.4))
     levels = ("direct", "indirect", "jailbreak")
     rows = metrics["by_S"]
     width = 0.8 / max(1, len(rows))
@@ -444,7 +466,11 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
     ax.set_ylabel("AER (mean over k; bars exact)")
     ax.set_ylim(0, 1.1)
     ax.set_title("Extraction per probe level (bars: 95% CIs)")
-    ax.legend(fontsize=8)
+    # Legend below the axes (never over a bar), S=0, S=1, ... then the normalized marker.
+    handles, labs = ax.get_legend_handles_labels()
+    order = sorted(range(len(labs)), key=lambda i: (not labs[i].startswith("S="), labs[i]))
+    ax.legend([handles[i] for i in order], [labs[i] for i in order], fontsize=8,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, len(labs)), frameon=False)
     fig.tight_layout()
     fig.savefig(out / "probes.png", dpi=120)
     plt.close(fig)
@@ -470,31 +496,33 @@ def _figures(metrics: dict[str, Any], out: Path) -> list[str]:
         names.append("frs.png")
 
         surfaces = _surfaces(metrics)
-        modes: list[str] = []
-        for r in frs:
-            if r["mode"] not in modes:
-                modes.append(r["mode"])
         if surfaces:
             import numpy as np
 
-            share = np.zeros((len(modes), len(surfaces)))
-            copies = np.zeros((len(modes), len(surfaces)))
-            for i, mode in enumerate(modes):
-                rows_m = [r for r in frs if r["mode"] == mode]
-                n = sum(int(r.get("forensic_n", 0)) for r in rows_m) or 1
+            # One row per (S, mode): pooling over S would hide a tier that exists only at
+            # some S (no summary tier at S=0); such cells are n/a (grey), not 0%.
+            share = np.ma.masked_all((len(frs), len(surfaces)))
+            copies = np.zeros((len(frs), len(surfaces)))
+            for i, r in enumerate(frs):
+                n = int(r.get("forensic_n", 0)) or 1
                 for j, s_ in enumerate(surfaces):
-                    share[i, j] = sum(r.get("forensic_instances", {}).get(s_, 0) for r in rows_m) / n
-                    copies[i, j] = sum(r.get("forensic_copies", {}).get(s_, 0) for r in rows_m) / n
-            fig, ax = plt.subplots(figsize=(1.6 + 0.9 * len(surfaces), 1.4 + 0.5 * len(modes)))
-            im = ax.imshow(share, vmin=0, vmax=1, cmap="Reds", aspect="auto")
-            for i in range(len(modes)):
+                    if _surface_measured(r, s_):
+                        share[i, j] = r.get("forensic_instances", {}).get(s_, 0) / n
+                        copies[i, j] = r.get("forensic_copies", {}).get(s_, 0) / n
+            cmap = matplotlib.colormaps["Reds"].with_extremes(bad="0.85")
+            fig, ax = plt.subplots(figsize=(2.4 + 0.9 * len(surfaces), 1.4 + 0.32 * len(frs)))
+            im = ax.imshow(share, vmin=0, vmax=1, cmap=cmap, aspect="auto")
+            for i in range(len(frs)):
                 for j in range(len(surfaces)):
-                    ax.text(j, i, f"{100 * share[i, j]:.0f}%\n{copies[i, j]:.1f}", ha="center", va="center",
-                            fontsize=7, color="white" if share[i, j] > 0.6 else "black")
+                    if share.mask[i, j]:
+                        txt, dark = "n/a", False
+                    else:
+                        txt, dark = f"{100 * share[i, j]:.0f}% ({copies[i, j]:.1f})", share[i, j] > 0.6
+                    ax.text(j, i, txt, ha="center", va="center", fontsize=6.5, color="white" if dark else "black")
             ax.set_xticks(range(len(surfaces)), surfaces, rotation=45, ha="right", fontsize=8)
-            ax.set_yticks(range(len(modes)), modes, fontsize=8)
-            ax.set_title("Forensic copies after forget: share of instances\n(and mean copies per instance), pooled over S",
-                         fontsize=9)
+            ax.set_yticks(range(len(frs)), [f"S={r['S']} {r['mode']}" for r in frs], fontsize=7)
+            ax.set_title("Forensic copies after forget: share of instances (mean copies per instance)\n"
+                         "per S and mode; n/a: no such tier at this S", fontsize=9)
             fig.colorbar(im, ax=ax, label="share of instances")
             fig.tight_layout()
             fig.savefig(out / "forensic.png", dpi=120)
@@ -543,7 +571,15 @@ def _planted_canaries(out: Path) -> dict[str, set[str]]:
     return found
 
 
-def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> dict[str, tuple[int, int]]:
+class HypothesesCounts(dict):
+    """``{relative path: (answers with a canary, answers)}`` per hypotheses file, with
+    ``copy_of``: the file ``hypotheses.jsonl`` is a byte-for-byte copy of (the sweep
+    writes it from ``hypotheses/S{S0}_k{k_max}.jsonl``), or ``None``."""
+
+    copy_of: str | None = None
+
+
+def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> HypothesesCounts:
     """Count (and optionally mask) answers in ``hypotheses*.jsonl`` holding a planted canary.
 
     A hypothesis holds a canary when :func:`memkit.matching.contains_secret` finds any
@@ -558,7 +594,9 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> di
             (:func:`memkit.matching.redact_text`); the counts are those before masking.
 
     Returns:
-        ``{relative path: (answers with a canary, answers)}`` for every hypotheses file.
+        ``{relative path: (answers with a canary, answers)}`` for every hypotheses file
+        (a :class:`HypothesesCounts`, whose ``copy_of`` names the file that
+        ``hypotheses.jsonl`` copies, so that totals count each distinct file once).
 
     Raises:
         ValueError: a hypotheses line that is not ``{"question_id", "hypothesis"}`` JSON
@@ -571,7 +609,14 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> di
     # to a scorer is one too many, whichever instance it came from.
     planted = sorted({c for cs in _planted_canaries(out).values() for c in cs})
     files = sorted(out.glob("hypotheses*.jsonl")) + sorted((out / "hypotheses").glob("*.jsonl"))
-    counts: dict[str, tuple[int, int]] = {}
+    counts = HypothesesCounts()
+    main = out / "hypotheses.jsonl"
+    if main.exists():
+        body = main.read_bytes()
+        counts.copy_of = next(
+            (str(p.relative_to(out)) for p in sorted((out / "hypotheses").glob("*.jsonl")) if p.read_bytes() == body),
+            None,
+        )
     for path in files:
         lines = path.read_text(encoding="utf-8").splitlines()
         hit = total = 0
@@ -605,16 +650,23 @@ def canary_sentence(counts: dict[str, tuple[int, int]], redacted: bool = False) 
     """One sentence on hypotheses holding a planted canary (``None`` if there are no files)."""
     if not counts:
         return None
-    hit = sum(h for h, _ in counts.values())
-    total = sum(t for _, t in counts.values())
+    copy_of = getattr(counts, "copy_of", None)
+    # Each distinct answer file once: hypotheses.jsonl is a copy of ``copy_of``.
+    distinct = {p: c for p, c in counts.items() if not (copy_of and p == "hypotheses.jsonl")}
+    hit = sum(h for h, _ in distinct.values())
+    total = sum(t for _, t in distinct.values())
+    nfiles = f"{len(distinct)} distinct hypotheses file{'s' if len(distinct) != 1 else ''}"
     main = counts.get("hypotheses.jsonl")
-    head = f"{main[0]} of {main[1]} answers in `hypotheses.jsonl`, " if main else ""
+    head = ""
+    if main:
+        head = f"{main[0]} of {main[1]} answers in `hypotheses.jsonl`"
+        head += f" (a copy of `{copy_of}`, counted once), " if copy_of else ", "
     if hit == 0:
-        return f"No answer in the hypotheses files ({total} answers) contains a planted canary."
+        return f"No answer in the {nfiles} ({total} answers) contains a planted canary."
     if redacted:
-        return (f"{head}{hit} of {total} answers over all hypotheses files contained a planted canary; "
+        return (f"{head}{hit} of {total} answers over the {nfiles} contained a planted canary; "
                 "they have been masked (`--redact-hypotheses`).")
-    return (f"**{head}{hit} of {total} answers over all hypotheses files contain a planted canary.** "
+    return (f"**{head}{hit} of {total} answers over the {nfiles} contain a planted canary.** "
             "Sending them to a scorer sends it the planted secrets; mask them with "
             "`memkit report DIR --redact-hypotheses`.")
 
@@ -637,7 +689,8 @@ _HNSW_NOTE = (
 _FIGURES_NOTE = (
     "Frontier: PR against AER_max per S, one point per k, bars are 95% CIs on both axes. "
     "Probes and FRS: bars are 95% CIs; a zero-height bar is marked 0, an unmeasured tier n/a. "
-    "Forensic: share of instances with a copy per deletion mode and surface (mean copies below)."
+    "Forensic: share of instances with a copy per S, deletion mode and surface (mean copies "
+    "per instance in brackets); n/a (grey): the design has no such tier at this S."
 )
 
 
@@ -673,12 +726,16 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     cfg_rows = _applicable_config(config)
     from evaluators.findings import VERDICTS, evaluate_findings
 
-    verdicts = [f["verdict"] for f in metrics.get("findings") or evaluate_findings(metrics, config)]
+    verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)
+    synthetic = config.get("data") == "synthetic"
+    on_data = " on synthetic data" if synthetic else ""
+    tally = f"Of {len(verdicts)} findings{on_data}: {tally}."
     intro = (
-        f"{metrics['n_instances']} instances; k ∈ {metrics['ks']}; S ∈ {metrics['summary_levels']}; "
+        ("**Synthetic data**: the instances are generated, not LongMemEval questions. " if synthetic else "")
+        + f"{metrics['n_instances']} instances; k ∈ {metrics['ks']}; S ∈ {metrics['summary_levels']}; "
         f"model {config.get('model', metrics.get('model', '?'))}; "
         f"memory design `{config.get('design', metrics.get('design', 'study'))}`. "
         "Values are means with 95% bootstrap CIs over instances."
@@ -688,12 +745,12 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     for i, (title, header, rows, legend) in enumerate(tbls):
         md += [f"## {title}", ""]
         if i == 0:
-            md += [f"Of {len(rows)} findings: {tally}.", ""]
+            md += [tally, ""]
         md += [_md_table(header, rows), "", legend, ""]
         if i == 0 and (notes or canary):
             md += ["## What to know before citing this run", ""]
             md += [f"- {x}" for x in notes + ([canary] if canary else [])] + [""]
-        if title.startswith("Instances with a forensic copy"):
+        if title.startswith("Instances with a forensic copy") and "disk_hnsw" in header:
             md += [_HNSW_NOTE, ""]
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     md += [_FIGURES_NOTE, ""]
@@ -708,14 +765,14 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
         "font-size:13px}th{background:#eee}.legend{font-size:12px;color:#444}</style></head><body>",
         "<h1>memkit sweep report</h1>",
-        f"<p>{html.escape(intro)}</p>",
+        f"<p>{_html_inline(intro)}</p>",
     ]
     for i, (title, header, rows, legend) in enumerate(tbls):
         parts += [f"<h2>{html.escape(title)}</h2>"]
         if i == 0:
-            parts += [f"<p>Of {len(rows)} findings: {html.escape(tally)}.</p>"]
+            parts += [f"<p>{html.escape(tally)}</p>"]
         parts += [_html_table(header, rows), f"<p class='legend'>{_html_inline(legend)}</p>"]
-        if title.startswith("Instances with a forensic copy"):
+        if title.startswith("Instances with a forensic copy") and "disk_hnsw" in header:
             parts += [f"<p class='legend'>{_html_inline(_HNSW_NOTE)}</p>"]
         if i == 0 and (notes or canary):
             parts += ["<h2>What to know before citing this run</h2><ul>"]

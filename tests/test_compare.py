@@ -108,3 +108,21 @@ def test_compare_needs_finished_runs(tmp_path):
         compare_runs([a, tmp_path / "empty"], tmp_path / "x")
     with pytest.raises(ValueError, match="at least two"):
         compare_runs([a], tmp_path / "x")
+
+
+def test_a_tier_the_design_lacks_is_n_a_with_a_legend(tmp_path):
+    a = _write_run(tmp_path / "a", PR_A, AER_A)
+    b = _write_run(tmp_path / "b", PR_B, AER_B, design="redacting")
+    for d in (a, b):
+        m = json.loads((d / "metrics.json").read_text())
+        # S=0 has no summary tier: FRS_summary not measured (None), FRS_raw measured 0.
+        m["frs"] = [{"S": 0, "mode": "raw_only", "FRS_raw": 0.0, "FRS_raw_ci": [0.0, 0.0], "FRS_summary": None,
+                     "FRS_summary_ci": [None, None], "FRS_worst": 0.0, "FRS_worst_ci": [0.0, 0.0]}]
+        (d / "metrics.json").write_text(json.dumps(m))
+    compare_runs([a, b], tmp_path / "cmp", n_resamples=20)
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    frs = md.split("## FRS per deletion mode and tier")[1]
+    rows = [line for line in frs.splitlines() if line.startswith("| study") or line.startswith("| extractive")]
+    assert rows and all(r.split(" | ")[4] == "n/a" and r.split(" | ")[3] == "0.00 [0.00, 0.00]" for r in rows)
+    assert "–" not in frs.split("![frontier]")[0]
+    assert "n/a: not measured, the design has no such tier at this S" in frs

@@ -32,11 +32,86 @@ from evaluators.metrics import bootstrap_ci
         (0.1, [0.0, 0.3], {"op": "==", "value": 0}, "not reproduced"),
         (None, [None, None], {"op": ">", "value": 0}, "not testable"),
         (0.5, [None, 0.9], {"op": ">", "value": 0}, "inconclusive"),
+        (0.02, [0.0, 0.05], {"op": ">", "value": 0}, "inconclusive"),
+        (0.1, [0.1, 0.2], {"op": "<=", "value": 0.1}, "inconclusive"),
     ],
 )
 def test_verdict_rules(value, ci, test, expected):
     got, reason = verdict(value, ci, test)
     assert got == expected and reason
+
+
+def test_a_ci_bound_on_the_threshold_is_said_to_be_at_it_not_to_straddle_it():
+    _, reason = verdict(0.02, [0.0, 0.05], {"op": ">", "value": 0})
+    assert "at the threshold 0" in reason and "straddles" not in reason
+    _, reason = verdict(0.1, [-0.1, 0.3], {"op": ">", "value": 0})
+    assert "straddles 0" in reason
+
+
+def test_k_effect_on_aer_at_a_ceiling_says_so():
+    m = _metrics()
+    # AER_max at S=0 is 0.98 at k=1 and 1.00 at k=25: the k effect 0.02, CI [0, 0.05].
+    m["by_S"][0].update(k_effect_AER_max=0.02, k_effect_AER_max_ci=[0.0, 0.05])
+    m["ks"] = [1, 25]
+    m["frontier"] = [{"S": 0, "k": 25, "AER_max": 1.0}, {"S": 0, "k": 1, "AER_max": 0.98}]
+    f = {f["id"]: f for f in evaluate_findings(m)}["k_helps_adversary"]
+    assert f["verdict"] == "inconclusive"
+    assert f["reason"].startswith("ceiling: AER_max is already 0.98 at the smallest k (k=1)")
+    assert f["quantity"] == "AER_max(k=25) − AER_max(k=1) at S=0"
+    # AER_max 1.00 at every k: k effect 0, CI [0, 0] -- at the ceiling, not evidence against.
+    m["by_S"][0].update(k_effect_AER_max=0.0, k_effect_AER_max_ci=[0.0, 0.0])
+    m["frontier"] = [{"S": 0, "k": 25, "AER_max": 1.0}, {"S": 0, "k": 1, "AER_max": 1.0}]
+    f = {f["id"]: f for f in evaluate_findings(m)}["k_helps_adversary"]
+    assert f["verdict"] == "inconclusive" and f["reason"].startswith("ceiling: AER_max is already 1.00")
+    m["by_S"][0].update(k_effect_AER_max=0.02, k_effect_AER_max_ci=[0.0, 0.05])
+    # Far from the ceiling the same CI is "at the threshold".
+    m["frontier"][1]["AER_max"] = 0.5
+    f = {f["id"]: f for f in evaluate_findings(m)}["k_helps_adversary"]
+    assert "at the threshold 0" in f["reason"]
+
+
+def test_quantity_names_statistic_s_mode_and_k():
+    got = {f["id"]: f["quantity"] for f in evaluate_findings(_metrics())}
+    assert got["raw_only_leaves_residue"] == "FRS_summary at S=1, raw_only"
+    assert got["summary_cuts_aer"] == "cut ΔS / AER_max(S=0) at S=1, mean over k; shown as the change of AER_max"
+    assert got["summary_pr_cost"].startswith("cost (PR(S=0) − PR(S=1)) / PR(S=0)")
+    assert got["purge_and_tombstone_clear"] == "FRS_worst (largest over every S), full_purge / tombstone_redaction"
+    assert got["resummarize_leaves_residue"].startswith("FRS_worst at S=1, raw_plus_resummarize; reduction vs raw_only")
+
+
+def _resummarize(raw_only: list[float], resum: list[float], resum_ci: list[float]) -> dict:
+    m = _metrics()
+    m["frs"] += [
+        {"S": 1, "mode": "raw_only", "FRS_worst": float(np.mean(raw_only)), "FRS_worst_ci": [0.5, 1.0],
+         "FRS_worst_by_instance": raw_only},
+        {"S": 1, "mode": "raw_plus_resummarize", "FRS_worst": float(np.mean(resum)), "FRS_worst_ci": resum_ci,
+         "FRS_worst_by_instance": resum},
+    ]
+    m["frs"] = [r for r in m["frs"] if not (r["mode"] == "raw_only" and "FRS_worst_by_instance" not in r)] + [
+        {"S": 1, "mode": "raw_only", "FRS_summary": 0.25, "FRS_summary_ci": [0.1, 0.4]}]
+    return {f["id"]: f for f in evaluate_findings(m)}["resummarize_leaves_residue"]
+
+
+def test_resummarize_must_both_reduce_and_leave_residue():
+    # Same residue after both modes in all 8 instances: reduction 0, CI [0, 0] -> not reduced.
+    f = _resummarize([1.0] * 8, [1.0] * 8, [1.0, 1.0])
+    assert (f["verdict"], f["reduction"], f["reduction_ci"]) == ("not reproduced", 0.0, [0.0, 0.0])
+    assert "does not reduce" in f["reason"]
+    # raw_only leaks in 8 of 8, resummarize in 2 of 8 (instances 0, 1): reduction 6/8 = 0.75;
+    # a resample without any of the 6 reducing instances has probability (2/8)^8 < 0.0001,
+    # so the CI lies above 0; residue CI [0.1, 0.4] above 0 -> reproduced.
+    f = _resummarize([1.0] * 8, [1.0, 1.0] + [0.0] * 6, [0.1, 0.4])
+    assert f["verdict"] == "reproduced" and f["reduction"] == 0.75 and f["reduction_ci"][0] > 0
+    # Removed, not reduced: nothing remains.
+    f = _resummarize([1.0] * 8, [0.0] * 8, [0.0, 0.0])
+    assert f["verdict"] == "not reproduced" and "removed" in f["reason"]
+
+
+def test_resummarize_without_per_instance_values_is_not_testable():
+    m = _metrics()
+    m["frs"].append({"S": 1, "mode": "raw_plus_resummarize", "FRS_worst": 0.5, "FRS_worst_ci": [0.2, 0.8]})
+    f = {f["id"]: f for f in evaluate_findings(m)}["resummarize_leaves_residue"]
+    assert f["verdict"] == "not testable" and "per-instance" in f["reason"]
 
 
 def test_unknown_op_is_a_clear_error():
@@ -47,6 +122,7 @@ def test_unknown_op_is_a_clear_error():
 def test_data_file_has_the_studys_findings_with_source():
     data = study_findings()
     assert "2606.10062" in data["source"]
+    assert "paper-notes" not in data["source"]  # cite the paper, not a file outside the repository
     ids = [f["id"] for f in data["findings"]]
     assert len(ids) == len(set(ids)) >= 5
     by_id = {f["id"]: f for f in data["findings"]}
@@ -102,10 +178,21 @@ def test_each_verdict_from_hand_built_metrics():
 
 def test_extractive_backend_makes_summarizer_findings_not_testable_but_keeps_values():
     got = {f["id"]: f for f in evaluate_findings(_metrics(model="extractive"))}
-    for fid in ("summary_cuts_aer", "summary_pr_cost", "frontier_collapses", "summary_closes_di_gap"):
+    reasons = []
+    for fid in ("summary_cuts_aer", "frontier_collapses", "summary_closes_di_gap"):
         assert got[fid]["verdict"] == "not testable", fid
         assert "extractive" in got[fid]["reason"] and "this backend" in got[fid]["reason"]
+        reasons.append(got[fid]["reason"])
+    # Each finding has its own reason: ΔDI is about the responder, not the summarizer.
+    assert len(set(reasons)) == 3
+    assert "responder" in got["summary_closes_di_gap"]["reason"]
+    assert "scrub" not in got["summary_closes_di_gap"]["reason"]
     assert got["summary_cuts_aer"]["value"] == 0.7
+    # PR cost of summarizing is measurable with the extractive summarizer: a verdict
+    # (0.02, CI [0, 0.05] <= 0.1: reproduced) with a note that it is this summarizer's.
+    pr = got["summary_pr_cost"]
+    assert pr["verdict"] == "reproduced" and "summarizer" in pr["note"]
+    assert {f["id"]: f for f in evaluate_findings(_metrics())}["summary_pr_cost"]["note"] is None
     # Findings about k and deletion do not depend on the summarizer.
     assert got["k_helps_user"]["verdict"] == "reproduced"
     assert got["raw_only_leaves_residue"]["verdict"] == "reproduced"
@@ -116,8 +203,8 @@ def test_backend_from_config_and_extractive_summarizer_alone():
     m.pop("model"), m.pop("summarizer_model")
     got = {f["id"]: f for f in evaluate_findings(m, {"model": "openai:gpt-4o-mini", "summarizer_model": "extractive"})}
     assert got["summary_cuts_aer"]["verdict"] == "not testable"
-    # ΔDI needs a generative summarizer and responder; the summarizer is extractive.
-    assert got["summary_closes_di_gap"]["verdict"] == "not testable"
+    # ΔDI is decided by the responder, here generative: testable (0.3, CI [0.2, 0.4] > 0.05).
+    assert got["summary_closes_di_gap"]["verdict"] == "not reproduced"
 
 
 # --------------------------------------------------------------------------- aggregate fields
@@ -219,3 +306,14 @@ def test_findings_read_keys_that_compute_metrics_writes(agg):
 
 def test_findings_are_json_serialisable(agg):
     json.dumps(evaluate_findings({**agg, "model": "extractive"}), allow_nan=False)
+
+
+def test_numbers_print_one_minus_sign_and_no_negative_zero():
+    from evaluators.findings import number_text
+
+    assert [number_text(x) for x in (-0.001, -0.0, 0.0, 0.25, -0.25, -1.0)] == [
+        "0.00", "0.00", "0.00", "0.25", "−0.25", "−1.00"]
+    _, reason = verdict(-0.001, [-0.004, 0.3], {"op": ">", "value": 0})
+    assert reason.startswith("CI [0.00, 0.30]") and "-" not in reason
+    _, reason = verdict(0.1, [-0.2, 0.3], {"op": ">", "value": 0})
+    assert reason.startswith("CI [−0.20, 0.30] straddles 0")

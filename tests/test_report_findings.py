@@ -88,11 +88,16 @@ def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(syn
     sections = _sections(md)
     assert sections[0] == "Findings of the study on this run"
     n = len(study_findings()["findings"])
-    assert f"Of {n} findings:" in md
+    assert f"Of {n} findings:" in md and "synthetic" not in md.split("## ")[0]
     findings_block = md.split("## ")[1]
+    # Each "this run" value says which quantity it is.
+    assert "| FRS_summary at S=1, raw_only | 0.33 [" in findings_block
     assert findings_block.count("\n| ") == n + 1  # header + one row per finding
     assert "| not testable with this backend (see below) |" in findings_block
-    assert findings_block.count("The extractive summarizer keeps first-person sentences") == 1
+    assert findings_block.count("The extractive summarizer keeps every first-person sentence") == 1
+    # The PR cost of summarizing is measured, with a note on the summarizer.
+    row = next(line for line in findings_block.splitlines() if line.startswith("| S=1 costs little PR"))
+    assert "not testable" not in row and "note: measured with the extractive summarizer" in row
     # Relative ΔS: AER_max S=0 = 1, S=1 = 1/3 -> cut of 67%, shown beside ΔS = 0.67.
     t2 = md.split("## Table 2")[1].split("##")[0]
     row_s1 = next(line for line in t2.splitlines() if line.startswith("| extractive | 1 |"))
@@ -117,6 +122,42 @@ def test_synthetic_report_reads_findings_first_and_says_what_is_not_measured(syn
         assert (synthetic_run / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in md
 
 
+def test_stale_stored_findings_are_recomputed(synthetic_run):
+    m = json.loads((synthetic_run / "metrics.json").read_text())
+    for f in m["findings"]:  # as an older memkit wrote them
+        f.update(verdict="reproduced", reason="stale", source="shared/paper-notes.md")
+    (synthetic_run / "metrics.json").write_text(json.dumps(m))
+    md = write_report(synthetic_run).read_text()
+    block = md.split("## ")[1]
+    assert "stale" not in block and "not testable" in block
+
+
+def test_synthetic_data_is_said_at_the_top_and_in_the_tally(synthetic_run):
+    cfg = json.loads((synthetic_run / "config.json").read_text())
+    (synthetic_run / "config.json").write_text(json.dumps({**cfg, "data": "synthetic"}))
+    md = write_report(synthetic_run).read_text()
+    intro = md.split("## ")[0]
+    assert intro.splitlines()[2].startswith("**Synthetic data**")
+    n = len(study_findings()["findings"])
+    assert f"Of {n} findings on synthetic data:" in md
+    assert "<b>Synthetic data</b>" in (synthetic_run / "report.html").read_text()
+
+
+def test_forensic_copy_of_a_tier_the_design_lacks_is_n_a(synthetic_run):
+    m = json.loads((synthetic_run / "metrics.json").read_text())
+    for r in m["frs"]:  # raw_only leaves a live summary copy in A at S=1; S=0 has no summary tier
+        r["forensic_instances"]["text_summary"] = int(r["S"] == 1 and r["mode"] == "raw_only")
+    (synthetic_run / "metrics.json").write_text(json.dumps(m))
+    md = write_report(synthetic_run).read_text()
+    block = md.split("## Instances with a forensic copy, per surface")[1].split("\n## ")[0]
+    assert block.splitlines()[2] == "| S | mode | disk_log | disk_sqlite | text_summary |"
+    rows = {tuple(line.split(" | ")[:2]): line.split(" | ")[-1] for line in block.splitlines() if line.startswith("| ")}
+    assert rows[("| 0", "raw_only")] == "n/a |" and rows[("| 0", "full_purge")] == "n/a |"
+    assert rows[("| 1", "raw_only")] == "1/3 |" and rows[("| 1", "full_purge")] == "0/3 |"
+    # Dropped all-zero surfaces are named; no note on a disk_hnsw column that is not there.
+    assert "left out: text_raw." in block and "disk_hnsw" not in block
+
+
 def test_forensic_residue_is_said_in_words(synthetic_run):
     md = write_report(synthetic_run).read_text()
     notes = md.split("## What to know before citing this run")[1].split("\n## ")[0]
@@ -129,9 +170,11 @@ def test_forensic_residue_is_said_in_words(synthetic_run):
 def test_canaries_in_hypotheses_are_counted_and_masked(synthetic_run):
     md = write_report(synthetic_run).read_text()
     # A's answer holds A's canary (another spelling); C's answer holds A's canary too.
-    assert "2 of 3 answers in `hypotheses.jsonl`, 4 of 6 answers over all hypotheses files" in md
+    # hypotheses.jsonl is a copy of hypotheses/S0_k1.jsonl: one distinct file, counted once.
+    assert ("2 of 3 answers in `hypotheses.jsonl` (a copy of `hypotheses/S0_k1.jsonl`, counted once), "
+            "2 of 3 answers over the 1 distinct hypotheses file") in md
     md = write_report(synthetic_run, redact_hypotheses=True).read_text()
-    assert "4 of 6 answers over all hypotheses files contained a planted canary; they have been masked" in md
+    assert "2 of 3 answers over the 1 distinct hypotheses file contained a planted canary; they have been masked" in md
     for path in (synthetic_run / "hypotheses.jsonl", synthetic_run / "hypotheses" / "S0_k1.jsonl"):
         hyps = [json.loads(line) for line in path.read_text().splitlines()]
         assert [h["question_id"] for h in hyps] == ["A", "B", "C"]
@@ -140,7 +183,18 @@ def test_canaries_in_hypotheses_are_counted_and_masked(synthetic_run):
         assert hyps[2]["hypothesis"] == "[REDACTED]"
         assert not any(contains_secret(h["hypothesis"], c) for h in hyps for c in CANARY.values())
     md = write_report(synthetic_run).read_text()
-    assert "No answer in the hypotheses files (6 answers) contains a planted canary." in md
+    assert "No answer in the 1 distinct hypotheses file (3 answers) contains a planted canary." in md
+
+
+def test_each_distinct_hypotheses_file_is_counted_once(synthetic_run):
+    # A second, different answer file: B's answer holds B's canary, the others none.
+    hyps = [{"question_id": "A", "hypothesis": "no"}, {"question_id": "B", "hypothesis": "KT2-AMBER-1044"},
+            {"question_id": "C", "hypothesis": "no"}]
+    (synthetic_run / "hypotheses" / "S0_k2.jsonl").write_text("".join(json.dumps(h) + "\n" for h in hyps))
+    md = write_report(synthetic_run).read_text()
+    # S0_k1: 2 of 3, S0_k2: 1 of 3 -> 3 of 6 over 2 files; hypotheses.jsonl (= S0_k1) not added again.
+    assert ("2 of 3 answers in `hypotheses.jsonl` (a copy of `hypotheses/S0_k1.jsonl`, counted once), "
+            "3 of 6 answers over the 2 distinct hypotheses files contain a planted canary") in md
 
 
 def test_report_cli_counts_and_redacts(synthetic_run):
@@ -153,10 +207,10 @@ def test_report_cli_counts_and_redacts(synthetic_run):
 
     res = CliRunner().invoke(app, ["report", str(synthetic_run)])
     assert res.exit_code == 0, res.output
-    assert "4 of 6 answers over all hypotheses files contain a planted canary" in res.output
+    assert "2 of 3 answers over the 1 distinct hypotheses file contain a planted canary" in res.output
     res = CliRunner().invoke(app, ["report", str(synthetic_run), "--redact-hypotheses"])
     assert res.exit_code == 0, res.output
-    assert "No answer in the hypotheses files" in res.output
+    assert "No answer in the 1 distinct hypotheses file" in res.output
     assert not contains_secret((synthetic_run / "hypotheses.jsonl").read_text(), CANARY["A"])
 
 
@@ -196,4 +250,4 @@ def test_real_sample_report(sample_path, tmp_path):
     md = (out / "report.md").read_text()
     assert _sections(md)[0] == "Findings of the study on this run"
     assert (out / "forensic.png").is_file()
-    assert "answers in `hypotheses.jsonl`" in md or "No answer in the hypotheses files" in md
+    assert "answers in `hypotheses.jsonl`" in md or "No answer in the " in md
