@@ -397,6 +397,33 @@ def _utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def _drop_collection(client: Any, col: Any) -> None:
+    """Delete ``col``'s records, then the collection.
+
+    chromadb 1.5.9's ``delete_collection`` leaves the collection's list-valued metadata
+    (table ``embedding_metadata_array``) behind, keyed by internal record ids that the
+    next records written to *any* collection of the same database reuse: they come
+    back with metadata they never had, and ``where`` filters match them
+    (chroma-core/chroma#7594; for memkit, a stranger's ``source_ids`` on a new chunk,
+    which provenance cascades follow). Deleting the records first goes through the
+    per-record path, which removes those rows.
+    """
+    try:
+        ids = col.get(include=[])["ids"]
+        try:
+            b = max(1, int(client.get_max_batch_size()))
+        except Exception:
+            b = 5000
+        for s in range(0, len(ids), b):
+            col.delete(ids=ids[s : s + b])
+    except Exception:  # already gone
+        pass
+    try:
+        client.delete_collection(col.name)
+    except Exception:  # already gone
+        pass
+
+
 class TieredMemoryStore:
     """Raw and summary memory chunks in one chroma collection (STORE_API.md).
 
@@ -569,11 +596,8 @@ class TieredMemoryStore:
             if self.path is not None:
                 _zero_hnsw_slack(self.path)
         elif self._kind == "memory":
-            for name in (self.collection_name, self.collection_name + _TOMBSTONE_SUFFIX):
-                try:
-                    self._client.delete_collection(name)
-                except Exception:  # already gone
-                    pass
+            for col in (self._collection, self._tombs):
+                _drop_collection(self._client, col)
         self._matrix_cache.clear()
 
     def __enter__(self) -> TieredMemoryStore:
