@@ -63,6 +63,14 @@ with :func:`memkit.residue.scan`):
   rewrites it on the first read after a client opens. Its unused slots can hold
   whatever the process heap held, including text the process handled after deleting
   it (observed: the secret in ``data_level0.bin`` of a freshly rebuilt store).
+* ``delete_collection`` leaves the collection's list-valued metadata (table
+  ``embedding_metadata_array``) as live rows keyed by internal record ids, and the next
+  records written to any collection of the database reuse those ids: they come back
+  with metadata they never had, and ``where`` filters match them
+  (chroma-core/chroma#7594). A secret in such a list is found on ``disk_sqlite``
+  (tests/test_residue.py); memkit never deletes a collection with records in it
+  (:meth:`TieredMemoryStore.close` deletes the records first), so closing one
+  in-memory store cannot give the next one's chunks its ``source_ids``.
 
 :meth:`~TieredMemoryStore.compact` therefore rebuilds every collection into a fresh
 sibling directory from the live records (stored vectors, no re-embedding), swaps it in,

@@ -462,3 +462,35 @@ def test_secret_in_another_unicode_normal_form_is_found(tmp_path):
         rep = scan(tmp_path / "db", asked, check_embeddings=False)
         assert rep.counts()["text_other"] == 1, asked
         assert rep.counts()["disk_sqlite"] >= 1, asked
+
+
+def test_list_metadata_of_a_deleted_collection_is_residue(tmp_path, embedder):
+    """chromadb 1.5.9 keeps a deleted collection's list-valued metadata as live rows,
+    and the next records written inherit them (chroma-core/chroma#7594). A secret
+    planted there by chromadb alone (memkit never wrote this directory), with a
+    lower-case spelling, is residue: the scan is not clean, the SQLite bytes hold it
+    (counted independently), and once another record inherits it, it is on the
+    ``metadata`` surface too."""
+    path = tmp_path / "ghost"
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    col = client.create_collection("notes", embedding_function=None)
+    col.add(ids=["n1"], documents=["a note"], embeddings=embedder.encode(["a note"]).tolist(),
+            metadatas=[{"tags": ["work", f"pin {SECRET.lower()}"]}])
+    client.delete_collection("notes")
+    client.close()
+    report = scan(path, SECRET, check_embeddings=False)
+    assert not report.clean
+    assert report.counts()["metadata"] == 0  # no live record holds it yet
+    assert report.counts()["disk_sqlite"] >= 1
+    assert independent_counts(path / "chroma.sqlite3", SECRET)[1] >= 1
+
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    other = client.create_collection("other", embedding_function=None)
+    other.add(ids=["m1"], documents=["unrelated"], embeddings=embedder.encode(["unrelated"]).tolist(),
+              metadatas=[{"k": 1}])
+    inherited = other.get(ids=["m1"], include=["metadatas"])["metadatas"][0].get("tags")
+    client.close()
+    report = scan(path, SECRET, check_embeddings=False)
+    assert not report.clean
+    if inherited:  # chromadb #7594 still open in this version
+        assert report.counts()["metadata"] == 1
