@@ -123,7 +123,8 @@ def _projection(records):
 
 def test_study_design_reproduces_the_sweep_before_designs(tmp_path, monkeypatch):
     """tests/data/golden_study_sweep.json was computed by the direct-path sweep
-    (commit 40c97d1, before designs) on the committed real sample."""
+    (commit 40c97d1, before designs, with the chromadb #7594 fix of d25eebc) on the
+    committed real sample."""
     golden = json.loads((REPO / "tests" / "data" / "golden_study_sweep.json").read_text())
     cfg = dict(golden["config"], data=str(REPO / golden["config"]["data"]))
     monkeypatch.chdir(tmp_path)
