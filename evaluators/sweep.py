@@ -84,6 +84,7 @@ from evaluators.pool import WorkerDied, run_tasks
 from evaluators.probes import LEVELS, extracted, probes_for
 from graphs.designs import MemoryDesign, is_store_topk, resolve_design
 from graphs.forget import DELETION_MODES, forget
+from graphs.memory import write_sessions
 from memkit import residue
 from memkit.cache import LLMCache
 from memkit.canaries import plant
@@ -607,16 +608,7 @@ def run_unit(
     try:
         write = design.write_graph(store, summarizer=summarizer)
         with token_usage() as usage:
-            for session_id, date, turns in planted.sessions():
-                write.invoke(
-                    {
-                        "namespace": namespace,
-                        "session_id": session_id,
-                        "date": date,
-                        "turns": [t.to_dict() for t in turns],
-                        "S": S,
-                    }
-                )
+            write_sessions(write, namespace, list(planted.sessions()), S)
         tokens["write"] = usage.by_model
         questions = [("question", None, None, instance.question)]
         probes = [("probe", lv, tid, text) for lv, tid, text in _probe_list()]

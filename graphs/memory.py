@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypedDict
@@ -61,6 +61,8 @@ from memkit.store import TIERS, Chunk, TieredMemoryStore, chunk_id
 
 __all__ = [
     "ReadState",
+    "SessionInput",
+    "SessionOutput",
     "WriteState",
     "build_read_graph",
     "build_write_graph",
@@ -77,6 +79,7 @@ __all__ = [
     "summary_chunks",
     "write_graph",
     "write_session",
+    "write_sessions",
 ]
 
 
@@ -204,6 +207,44 @@ def write_session(
     return {"raw_ids": list(raw_ids), "summary_ids": list(summary_ids)}
 
 
+def write_sessions(
+    write: Any,
+    namespace: str,
+    sessions: Sequence[tuple[str, str, Sequence[Turn]]],
+    S: int,
+) -> list[SessionOutput]:
+    """The write path for one user's sessions: one batched invocation of a write graph.
+
+    A session is a handful of user turns, so writing sessions one invocation at a time
+    embeds in small batches and pays the store's per-write cost once per session. One
+    invocation with ``sessions`` writes every session's raw chunks in one
+    :meth:`memkit.store.TieredMemoryStore.add` (one batched embedding, one upsert) and
+    then summarizes the sessions in order. What is stored is what one invocation per
+    session stores (tested).
+
+    Args:
+        write: a compiled write graph (:func:`build_write_graph`, or a design's
+            :meth:`graphs.designs.MemoryDesign.write_graph`).
+        namespace: user / instance id.
+        sessions: ``(session_id, date, turns)`` per session, in order; turns are dicts
+            with ``role``/``content``, turn objects with ``to_dict()`` or user texts.
+        S: summary level 0, 1 or 2.
+
+    Returns:
+        A :class:`SessionOutput` per session, in order.
+
+    Raises:
+        ValueError: bad S, a malformed turn (the message names the session and turn).
+    """
+    batch = [
+        {"session_id": sid, "date": date, "turns": [t.to_dict() if hasattr(t, "to_dict") else t for t in turns]}
+        for sid, date, turns in sessions
+    ]
+    if not batch:
+        return []
+    return list(write.invoke({"namespace": namespace, "S": S, "sessions": batch})["by_session"])
+
+
 def retrieve(
     store: TieredMemoryStore,
     query: str,
@@ -232,17 +273,39 @@ def respond(responder: Responder, query: str, chunks: Sequence[Chunk]) -> str:
 # --------------------------------------------------------------------------- graphs
 
 
+class SessionInput(TypedDict, total=False):
+    """One session of a batched write: ``session_id``, ``date`` and ``turns``."""
+
+    session_id: str
+    date: str
+    turns: list[Turn]
+
+
+class SessionOutput(TypedDict):
+    """What a batched write stored for one session."""
+
+    session_id: str
+    raw_ids: list[str]
+    summary_ids: list[str]
+
+
 class WriteState(TypedDict, total=False):
-    """State of the write graph. Input: namespace, session_id, date, turns, S.
-    Output adds raw_ids and summary_ids."""
+    """State of the write graph.
+
+    Input: ``namespace`` and ``S``, and either one session (``session_id``, ``date``,
+    ``turns``) or several (``sessions``: a list of :class:`SessionInput`, in order).
+    Output adds ``raw_ids`` and ``summary_ids`` (all sessions', in order) and
+    ``by_session`` (a :class:`SessionOutput` per session, in order)."""
 
     namespace: str
     session_id: str
     date: str
     turns: list[Turn]
+    sessions: list[SessionInput]
     S: int
     raw_ids: list[str]
     summary_ids: list[str]
+    by_session: list[SessionOutput]
 
 
 class ReadState(TypedDict, total=False):
@@ -278,29 +341,54 @@ def build_write_graph(
 
     Returns:
         A compiled LangGraph (a Runnable) taking :class:`WriteState` input
-        (``namespace, session_id, date, turns, S``) and returning it with
-        ``raw_ids`` and ``summary_ids``.
+        (``namespace, session_id, date, turns, S``, or ``namespace, sessions, S`` for
+        several sessions in one batched write, :func:`write_sessions`) and returning
+        it with ``raw_ids``, ``summary_ids`` and ``by_session``.
+
+    Raises (when invoked):
+        ValueError: a missing input field, both ``sessions`` and one session's fields,
+            a malformed session or turn (the message names it), bad S.
     """
     summarize_fn = summarizer or make_summarizer("extractive")
     write_fn = writer or user_turn_chunks
 
+    def sessions_of(state: WriteState) -> list[tuple[str, str, Any]]:
+        if "sessions" not in state:
+            return [(_need(state, "session_id", "write"), state.get("date", ""), _need(state, "turns", "write"))]
+        if "session_id" in state or "turns" in state:
+            raise ValueError("write graph input: give either 'sessions' or one session's 'session_id'/'turns', not both")
+        out = []
+        for i, sess in enumerate(state["sessions"]):
+            if not isinstance(sess, Mapping) or "session_id" not in sess or "turns" not in sess:
+                raise ValueError(f"write graph input: sessions[{i}] needs 'session_id' and 'turns' (got {sess!r:.120})")
+            out.append((sess["session_id"], sess.get("date", ""), sess["turns"]))
+        return out
+
     def write(state: WriteState) -> dict[str, Any]:
         check_level(_need(state, "S", "write"))
-        raw = write_fn(
-            _need(state, "namespace", "write"),
-            _need(state, "session_id", "write"),
-            state.get("date", ""),
-            _need(state, "turns", "write"),
-        )
-        return {"raw_ids": list(store.add(raw)) if raw else []}
+        namespace = _need(state, "namespace", "write")
+        per_session = [write_fn(namespace, sid, date, turns) for sid, date, turns in sessions_of(state)]
+        # one add for all sessions: one batched embedding and one upsert; a chunk
+        # written twice (a session repeated in the data) keeps its last version, as
+        # writing the sessions one by one would
+        unique = list({c.id: c for chunks in per_session for c in chunks}.values())
+        if unique:
+            store.add(unique)
+        return {"raw_ids": [c.id for chunks in per_session for c in chunks],
+                "by_session": [{"session_id": sid, "raw_ids": [c.id for c in chunks], "summary_ids": []}
+                               for (sid, _, _), chunks in zip(sessions_of(state), per_session, strict=True)]}
 
     def summarize(state: WriteState) -> dict[str, Any]:
-        raw = sorted(store.get(state["raw_ids"]), key=lambda c: c.turn_index)
-        ids = summarize_session(
-            store, raw, state["S"], summarize_fn,
-            namespace=state["namespace"], session_id=state["session_id"], date=state.get("date", ""),
-        )
-        return {"summary_ids": list(ids)}
+        S = state["S"]
+        done: list[dict[str, Any]] = []
+        for (sid, date, _), out in zip(sessions_of(state), state["by_session"], strict=True):
+            ids: list[str] = []
+            if S > 0:  # S=0 stores no summary: nothing to read back
+                raw = sorted(store.get(out["raw_ids"]), key=lambda c: c.turn_index)
+                ids = list(summarize_session(store, raw, S, summarize_fn,
+                                             namespace=state["namespace"], session_id=sid, date=date))
+            done.append({**out, "summary_ids": ids})
+        return {"summary_ids": [i for o in done for i in o["summary_ids"]], "by_session": done}
 
     graph = StateGraph(WriteState)
     graph.add_node("write", write)

@@ -20,6 +20,7 @@ from graphs.memory import (
     respond,
     retrieve,
     write_session,
+    write_sessions,
 )
 from graphs.nodes import (
     ChatResponder,
@@ -298,3 +299,66 @@ def test_turn_objects_from_the_loader(sample_path, session) -> None:
     assert [(c.id, c.text, c.turn_index) for c in from_objects] == \
         [(c.id, c.text, c.turn_index) for c in from_dicts]
     assert len(from_objects) == 6
+
+
+# --------------------------------------------------------------------------- batched writes
+
+
+@pytest.mark.parametrize("S", [0, 1, 2])
+def test_write_sessions_equals_one_invoke_per_session(sample_path, S) -> None:
+    """write_sessions (one invocation with every session: one embedding batch, one
+    upsert) stores what invoking the graph once per session stores, and the embedder
+    sees every user turn in one call."""
+    from memkit.longmemeval import load
+    from memkit.models import MiniLMEmbeddings
+
+    inst = next(x for x in load(sample_path) if x.question_id == "06db6396")  # 2 sessions of 12 turns
+    sessions = list(inst.sessions())
+    users = [t.content for _, _, turns in sessions for t in turns if t.role == "user" and t.content.strip()]
+    assert len(sessions) == 2 and len(users) == 12
+
+    emb = MiniLMEmbeddings()
+    batches: list[list[str]] = []
+    encode = emb.model.encode
+    emb.model.encode = lambda texts, **kw: (batches.append(list(texts)), encode(texts, **kw))[1]
+    batched = TieredMemoryStore(collection=f"t{uuid.uuid4().hex[:12]}", embedder=emb)
+    one_by_one = TieredMemoryStore(collection=f"t{uuid.uuid4().hex[:12]}")
+    try:
+        outs = write_sessions(build_write_graph(batched), "u", sessions, S)
+        assert sorted(batches[0]) == sorted(set(users))  # every user turn in the first call
+        assert not set(users) & {t for b in batches[1:] for t in b}  # and never again
+        graph = build_write_graph(one_by_one)
+        refs = [graph.invoke({"namespace": "u", "session_id": sid, "date": date,
+                              "turns": [t.to_dict() for t in turns], "S": S}) for sid, date, turns in sessions]
+        assert [o["session_id"] for o in outs] == [sid for sid, _, _ in sessions]
+        for out, ref in zip(outs, refs, strict=True):
+            assert out["raw_ids"] == ref["raw_ids"]  # ids hash namespace, session, turn and text
+            assert len(out["raw_ids"]) == 6 and (len(out["summary_ids"]) > 0) == (S > 0)
+            for key in ("raw_ids", "summary_ids"):
+                a, b = batched.get(out[key]), one_by_one.get(ref[key])
+                assert [(c.tier, c.text, c.source_ids, c.date) for c in a] == [(c.tier, c.text, c.source_ids, c.date) for c in b], key
+        assert batched.count() == one_by_one.count() == 12 + sum(len(o["summary_ids"]) for o in outs)
+        for tiers in (("raw",), ("summary",)):
+            hits = batched.search(QUESTION, k=5, tiers=tiers, namespace="u")
+            ref_hits = one_by_one.search(QUESTION, k=5, tiers=tiers, namespace="u")
+            assert [(c.id, c.score) for c in hits] == [(c.id, c.score) for c in ref_hits]
+    finally:
+        batched.close()
+        one_by_one.close()
+
+
+def test_batched_write_input_errors_and_repeats(store, session) -> None:
+    """A repeated session keeps one copy of each chunk (as two invocations would); a
+    malformed batch names the session; sessions and a single session together are refused."""
+    sid, date, turns = session
+    graph = build_write_graph(store)
+    out = graph.invoke({"namespace": "u", "S": 0, "sessions": [{"session_id": sid, "date": date, "turns": turns}] * 2})
+    assert out["by_session"][0]["raw_ids"] == out["by_session"][1]["raw_ids"]
+    assert store.count() == 6
+    with pytest.raises(ValueError, match=r"sessions\[1\] needs 'session_id' and 'turns'"):
+        graph.invoke({"namespace": "u", "S": 0, "sessions": [{"session_id": sid, "turns": turns}, {"date": date}]})
+    with pytest.raises(ValueError, match="not both"):
+        graph.invoke({"namespace": "u", "S": 0, "session_id": sid, "turns": turns, "sessions": []})
+    with pytest.raises(ValueError, match=r"session 'b' turn 0"):
+        graph.invoke({"namespace": "u", "S": 0, "sessions": [{"session_id": "b", "turns": [{"role": "user"}]}]})
+    assert write_sessions(graph, "u", [], 0) == []
