@@ -325,6 +325,25 @@ class SecretMatcher:
             return True
         return _multi_chars().search(text) is not None and bool(self._folded_spans(text))
 
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` (a string, bytes, or nested dicts/lists of them) holds a
+        copy; a string that is JSON is also searched decoded (:func:`contains_secret`).
+        Hold the matcher to test many values against many secrets: :func:`matcher`'s
+        cache keeps 256 secrets."""
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return self.bytes.search(bytes(value)) is not None
+        for s in _strings(value):
+            if self.search(s):
+                return True
+            if s[:1] in "[{\"":
+                try:
+                    decoded = json.loads(s)
+                except ValueError:
+                    continue
+                if any(self.search(x) for x in _strings(decoded)):
+                    return True
+        return False
+
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """``(start, end, kind)`` of every copy in ``text``, in order and not
         overlapping; kind ``exact``/``normalized``."""
@@ -466,20 +485,7 @@ def contains_secret(value: Any, secret: str) -> bool:
     Raises:
         ValueError: the secret has no letter or digit.
     """
-    m = matcher(secret)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return m.bytes.search(bytes(value)) is not None
-    for s in _strings(value):
-        if m.text.search(s):
-            return True
-        if s[:1] in "[{\"":
-            try:
-                decoded = json.loads(s)
-            except ValueError:
-                continue
-            if any(m.text.search(x) for x in _strings(decoded)):
-                return True
-    return False
+    return matcher(secret).contains(value)
 
 
 def redact_text(text: str, secret: str, replacement: str = "[REDACTED]") -> str:

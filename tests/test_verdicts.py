@@ -651,3 +651,25 @@ def test_cache_purge_and_verify_read_the_model_string_too(tmp_path, embedder):
     assert result.cache_entries_purged == 1 and "cache" in result.verified
     store.close()
     assert scan(tmp_path / "db", SECRET, cache_paths=[cache.path]).clean
+
+
+def test_cache_purge_catches_a_folded_spelling(tmp_path):
+    """A secret with ``SS`` answered back as ``ß`` (a case fold of several letters) is a
+    copy for the scanner, so the forget's cache purge must remove it too. Before the
+    purge used the same matcher method as the scanner, it kept this entry and the
+    audit reported cache residue after forget. The entry is written by LangChain's own
+    cache interface, as a chat model would write it."""
+    from langchain_core.outputs import Generation
+
+    secret = "STRASSE-4821"
+    cache = LLMCache(tmp_path / "llm.sqlite")
+    cache.update("where do I live?", "model-a", [Generation(text="You live at straße-4821.")])
+    cache.update("what is my pet's name?", "model-a", [Generation(text="Rex.")])
+    cache.update('[{"content": "Straße\\n4821"}]', "model-b", [Generation(text="noted")])
+    assert contains_secret("You live at straße-4821.", secret)  # decided by hand: ß folds to ss
+    assert cache.purge(secret) == 2
+    assert [r[0] for r in cache.entries()] == ["what is my pet's name?"]
+    store_dir = tmp_path / "store"
+    TieredMemoryStore(store_dir).close()
+    report = scan(store_dir, secret, cache_paths=[tmp_path / "llm.sqlite"], check_embeddings=False)
+    assert report.counts()["cache"] == 0 and report.counts()["cache_disk"] == 0
