@@ -602,12 +602,23 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
         ValueError: a hypotheses line that is not ``{"question_id", "hypothesis"}`` JSON
             (the message names the file and line).
     """
-    from memkit.matching import contains_secret, redact_text
+    from memkit.matching import matcher, redact_text
 
     out = Path(out_dir)
     # Every planted canary, not only the answer's own instance's: a planted secret sent
     # to a scorer is one too many, whichever instance it came from.
     planted = sorted({c for cs in _planted_canaries(out).values() for c in cs})
+    # each matcher compiled once and held (matcher()'s cache keeps 256 secrets, fewer
+    # than a large sweep's canaries); each distinct answer tested once (the k files
+    # repeat answers)
+    matchers = [(c, matcher(c)) for c in planted]
+    found: dict[str, list[str]] = {}
+
+    def secrets_in(hyp: str) -> list[str]:
+        if hyp not in found:
+            found[hyp] = [c for c, m in matchers if m.contains(hyp)]
+        return found[hyp]
+
     files = sorted(out.glob("hypotheses*.jsonl")) + sorted((out / "hypotheses").glob("*.jsonl"))
     counts = HypothesesCounts()
     main = out / "hypotheses.jsonl"
@@ -633,7 +644,7 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
                     f"{path}:{lineno}: not a hypothesis record {{question_id, hypothesis}} ({exc})"
                 ) from exc
             total += 1
-            secrets = [c for c in planted if isinstance(hyp, str) and contains_secret(hyp, c)]
+            secrets = secrets_in(hyp) if isinstance(hyp, str) else []
             if secrets:
                 hit += 1
                 for c in secrets:
