@@ -593,8 +593,11 @@ class TieredMemoryStore:
 
     def close(self) -> None:
         """Release the chroma client and zero HNSW file slack (persistent stores; see
-        :func:`_zero_hnsw_slack`) or drop the private collections (in-memory stores).
-        The store is unusable afterwards."""
+        :func:`_zero_hnsw_slack`), or drop the private collections (records first,
+        :func:`_drop_collection`) and close the store's own client (in-memory stores:
+        chroma frees its in-process database, and the deleted records it still holds,
+        when the last in-memory client of the process closes). The store is unusable
+        afterwards."""
         self._closed = True
         if self._kind == "persistent":
             self._client.close()
@@ -606,6 +609,13 @@ class TieredMemoryStore:
         elif self._kind == "memory":
             for col in (self._collection, self._tombs):
                 _drop_collection(self._client, col)
+            # chroma's in-process system keeps every write it logged (deleted records
+            # included, ~3 MB per 250 chunks) until its last client closes; closing
+            # this store's own client lets it go once no other in-memory store is open
+            try:
+                self._client.close()
+            except Exception:  # pragma: no cover - already closed
+                pass
         self._matrix_cache.clear()
 
     def __enter__(self) -> TieredMemoryStore:
