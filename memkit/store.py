@@ -90,6 +90,7 @@ import secrets as _secrets
 import shutil
 import sqlite3
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -405,6 +406,28 @@ def _utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+_CLIENT_USERS: dict[int, int] = {}
+_CLIENT_USERS_LOCK = threading.Lock()
+
+
+def _hold_client(client: Any) -> None:
+    """Count a memkit store open on ``client`` (see :func:`_release_client`)."""
+    with _CLIENT_USERS_LOCK:
+        _CLIENT_USERS[id(client)] = _CLIENT_USERS.get(id(client), 0) + 1
+
+
+def _release_client(client: Any) -> int:
+    """Uncount a store on ``client``; returns how many memkit stores still use it. An
+    in-memory store closes its own client only when none does."""
+    with _CLIENT_USERS_LOCK:
+        n = _CLIENT_USERS.get(id(client), 1) - 1
+        if n <= 0:
+            _CLIENT_USERS.pop(id(client), None)
+        else:
+            _CLIENT_USERS[id(client)] = n
+        return max(n, 0)
+
+
 def _drop_collection(client: Any, col: Any) -> None:
     """Delete ``col``'s records, then the collection.
 
@@ -496,6 +519,8 @@ class TieredMemoryStore:
         if self.path is not None and not create:
             _refuse_foreign(self.path, collection)
         self._open()
+        if self._kind in ("memory", "client"):
+            _hold_client(self._client)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -598,6 +623,8 @@ class TieredMemoryStore:
         chroma frees its in-process database, and the deleted records it still holds,
         when the last in-memory client of the process closes). The store is unusable
         afterwards."""
+        if self._closed:
+            return
         self._closed = True
         if self._kind == "persistent":
             self._client.close()
@@ -611,11 +638,15 @@ class TieredMemoryStore:
                 _drop_collection(self._client, col)
             # chroma's in-process system keeps every write it logged (deleted records
             # included, ~3 MB per 250 chunks) until its last client closes; closing
-            # this store's own client lets it go once no other in-memory store is open
-            try:
-                self._client.close()
-            except Exception:  # pragma: no cover - already closed
-                pass
+            # this store's own client lets it go once no other in-memory store is open,
+            # unless another memkit store was opened on this client (client=)
+            if _release_client(self._client) == 0:
+                try:
+                    self._client.close()
+                except Exception:  # pragma: no cover - already closed
+                    pass
+        elif self._kind == "client":
+            _release_client(self._client)
         self._matrix_cache.clear()
 
     def __enter__(self) -> TieredMemoryStore:

@@ -465,3 +465,17 @@ def test_closed_store_leaves_no_list_metadata_for_the_next_one(embedder):
         second.close()
     if not chroma_leaks:  # pragma: no cover - a chromadb that fixed #7594
         pytest.skip("this chromadb keeps no list metadata after delete_collection (#7594 fixed)")
+
+
+def test_closing_an_in_memory_store_keeps_a_store_on_its_client_working(embedder):
+    """Closing an in-memory store closes its own chroma client only when no other memkit
+    store was opened on it (client=); closing twice is a no-op."""
+    first = TieredMemoryStore(embedder=embedder)
+    second = TieredMemoryStore(client=first.client, collection="on-first", embedder=embedder)
+    second.add([raw("u", "s", 0, "written before the first store closed")])
+    first.close()
+    first.close()
+    second.add([raw("u", "s", 1, "written after the first store closed")])
+    assert second.count() == 2
+    assert [c.turn_index for c in second.search("written after", 1, namespace="u")] == [1]
+    second.close()
