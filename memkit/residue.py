@@ -260,12 +260,24 @@ def _mask(text: str, m: SecretMatcher) -> str:
     return m.text.sub(_MASK, text)
 
 
-def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m: SecretMatcher) -> None:
+def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m: SecretMatcher,
+               depth: int = 0) -> None:
     spans = m.spans(text)
     loc = _mask(location, m)
     for s, e, kind in spans:
         lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
         report.add(Hit(surface, loc, kind, _render(text, 0, spans, lo, hi)))
+    # A JSON document (LangChain's serialised prompts, chroma's log rows) can hold the
+    # secret only through its escapes (``\u00df`` for ``ß``): search it decoded too, as
+    # :func:`memkit.matching.contains_secret` (the forget's cache purge) does.
+    if not spans and depth < 4 and text[:1] in "[{\"":
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        for path, inner in _strings_in(decoded, ":<json>"):
+            if inner != text:
+                _scan_text(report, surface, location + path, inner, m, depth + 1)
 
 
 def _printable(b: bytes) -> str:

@@ -673,3 +673,26 @@ def test_cache_purge_catches_a_folded_spelling(tmp_path):
     TieredMemoryStore(store_dir).close()
     report = scan(store_dir, secret, cache_paths=[tmp_path / "llm.sqlite"], check_embeddings=False)
     assert report.counts()["cache"] == 0 and report.counts()["cache_disk"] == 0
+
+
+def test_a_json_escaped_spelling_in_a_cache_is_found_then_purged(tmp_path):
+    """LangChain stores prompts as JSON, where ``ß`` can be the escape ``\\u00df``. The
+    cache surface decodes JSON as the purge does: the copy is counted before the purge
+    and gone after it (written with the sqlite3 module, not memkit's cache)."""
+    import sqlite3 as sql
+
+    secret = "STRASSE-4411"
+    LLMCache(tmp_path / "llm.sqlite")  # creates the table
+    con = sql.connect(tmp_path / "llm.sqlite")
+    con.execute("INSERT INTO llm_cache (key, prompt, llm_string, response) VALUES (?, ?, ?, ?)",
+                ("k1", json.dumps([{"content": "I live at Straße 4411"}]), "model", "[]"))
+    con.commit()
+    con.close()
+    store_dir = tmp_path / "store"
+    TieredMemoryStore(store_dir).close()
+    before = scan(store_dir, secret, cache_paths=[tmp_path / "llm.sqlite"], check_embeddings=False)
+    assert "\\u00df" in (tmp_path / "llm.sqlite").read_bytes().decode("latin-1")
+    assert before.counts()["cache"] == 1
+    assert LLMCache(tmp_path / "llm.sqlite").purge(secret) == 1
+    after = scan(store_dir, secret, cache_paths=[tmp_path / "llm.sqlite"], check_embeddings=False)
+    assert after.counts()["cache"] == 0
