@@ -602,7 +602,7 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
         ValueError: a hypotheses line that is not ``{"question_id", "hypothesis"}`` JSON
             (the message names the file and line).
     """
-    from memkit.matching import matcher, redact_text
+    from memkit.matching import matcher, redact_json
 
     out = Path(out_dir)
     # Every planted canary, not only the answer's own instance's: a planted secret sent
@@ -614,10 +614,11 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
     matchers = [(c, matcher(c)) for c in planted]
     found: dict[str, list[str]] = {}
 
-    def secrets_in(hyp: str) -> list[str]:
-        if hyp not in found:
-            found[hyp] = [c for c, m in matchers if m.contains(hyp)]
-        return found[hyp]
+    def secrets_in(hyp: Any) -> list[str]:
+        key = hyp if isinstance(hyp, str) else json.dumps(hyp, sort_keys=True, ensure_ascii=False)
+        if key not in found:
+            found[key] = [c for c, m in matchers if m.contains(hyp)]
+        return found[key]
 
     files = sorted(out.glob("hypotheses*.jsonl")) + sorted((out / "hypotheses").glob("*.jsonl"))
     counts = HypothesesCounts()
@@ -644,12 +645,13 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
                     f"{path}:{lineno}: not a hypothesis record {{question_id, hypothesis}} ({exc})"
                 ) from exc
             total += 1
-            secrets = secrets_in(hyp) if isinstance(hyp, str) else []
+            secrets = secrets_in(hyp)
             if secrets:
                 hit += 1
-                for c in secrets:
-                    hyp = redact_text(hyp, c)
-                rec["hypothesis"] = hyp
+                if redact:
+                    for c in secrets:
+                        hyp = redact_json(hyp, c)
+                    rec["hypothesis"] = hyp
             new_lines.append(json.dumps(rec, ensure_ascii=False))
         if redact and hit:
             path.write_text("\n".join(new_lines) + "\n", encoding="utf-8")

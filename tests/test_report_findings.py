@@ -251,3 +251,18 @@ def test_real_sample_report(sample_path, tmp_path):
     assert _sections(md)[0] == "Findings of the study on this run"
     assert (out / "forensic.png").is_file()
     assert "answers in `hypotheses.jsonl`" in md or "No answer in the " in md
+
+
+def test_a_hypothesis_that_is_not_a_string_is_counted_and_masked(synthetic_run):
+    """A scorer's file may hold a list or object as the answer; a canary inside counts."""
+    from evaluators.report import hypotheses_with_canaries
+
+    hyps = [{"question_id": "A", "hypothesis": ["first", "the code is XQ7 VIOLET 3829"]},
+            {"question_id": "B", "hypothesis": {"text": "nothing here"}},
+            {"question_id": "C", "hypothesis": "no"}]
+    path = synthetic_run / "hypotheses" / "S0_k2.jsonl"
+    path.write_text("".join(json.dumps(h) + "\n" for h in hyps))
+    assert hypotheses_with_canaries(synthetic_run)["hypotheses/S0_k2.jsonl"] == (1, 3)
+    hypotheses_with_canaries(synthetic_run, redact=True)
+    first = json.loads(path.read_text().splitlines()[0])["hypothesis"]
+    assert first == ["first", "the code is [REDACTED]"]
