@@ -367,16 +367,18 @@ def build_write_graph(
     def write(state: WriteState) -> dict[str, Any]:
         check_level(_need(state, "S", "write"))
         namespace = _need(state, "namespace", "write")
-        per_session = [write_fn(namespace, sid, date, turns) for sid, date, turns in sessions_of(state)]
+        sessions = sessions_of(state)
+        per_session = [write_fn(namespace, sid, date, turns) for sid, date, turns in sessions]
         # one add for all sessions: one batched embedding and one upsert; a chunk
-        # written twice (a session repeated in the data) keeps its last version, as
-        # writing the sessions one by one would
+        # written twice (a session repeated in the data) is stored once, as its last
+        # version (one invocation per session would upsert twice, and chroma's upsert
+        # keeps metadata keys that the last version lacks)
         unique = list({c.id: c for chunks in per_session for c in chunks}.values())
         if unique:
             store.add(unique)
         return {"raw_ids": [c.id for chunks in per_session for c in chunks],
                 "by_session": [{"session_id": sid, "raw_ids": [c.id for c in chunks], "summary_ids": []}
-                               for (sid, _, _), chunks in zip(sessions_of(state), per_session, strict=True)]}
+                               for (sid, _, _), chunks in zip(sessions, per_session, strict=True)]}
 
     def summarize(state: WriteState) -> dict[str, Any]:
         S = state["S"]
