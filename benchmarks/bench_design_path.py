@@ -1,7 +1,7 @@
 """Benchmark: the sweep's graph path (designs) against the direct path, same units, one process.
 
 The graph path is what ``memkit sweep`` runs: every query and k passes through the
-design's compiled LangGraph read graph (:class:`evaluators.sweep._ReadPath`). The
+design's compiled LangGraph read graph (:class:`evaluators.sweep.ReadPath`). The
 direct path is the sweep before designs: the same retrieval memo and response memo
 called as plain functions, no graph. Both run the same units (extractive backend,
 real Chroma and MiniLM, residue phase included) in alternating order, and their
@@ -26,11 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluators import sweep
+import evaluators.sweep.unit as sweep_unit
 from evaluators.sweep import SweepConfig, load_instances, run_unit
+from evaluators.sweep.read_path import ReadPath
 
 
-class _DirectPath(sweep._ReadPath):
+class _DirectPath(ReadPath):
     """The direct path: the read graph's two steps as plain calls (no LangGraph)."""
 
     def read(self, query: str, k: int, tiers: Any, namespace: str) -> tuple[list, str, float]:
@@ -40,7 +41,7 @@ class _DirectPath(sweep._ReadPath):
 
 
 def _run(config: SweepConfig, instances: list, path_cls: type) -> tuple[float, float, list]:
-    sweep._ReadPath, saved = path_cls, sweep._ReadPath
+    sweep_unit.ReadPath, saved = path_cls, sweep_unit.ReadPath
     try:
         c0, w0 = time.process_time(), time.perf_counter()
         recs = []
@@ -50,7 +51,7 @@ def _run(config: SweepConfig, instances: list, path_cls: type) -> tuple[float, f
                 recs += r
         return time.process_time() - c0, time.perf_counter() - w0, recs
     finally:
-        sweep._ReadPath = saved
+        sweep_unit.ReadPath = saved
 
 
 def _strip(recs: list, main_only: bool = False) -> list:
@@ -66,9 +67,9 @@ def main() -> None:
     data = str(Path(__file__).resolve().parents[1] / "tests" / "data" / "longmemeval_oracle_sample.json")
     config = SweepConfig(data=data, n=args.n, seed=1)
     instances = load_instances(config)
-    graph_path = sweep._ReadPath
+    graph_path = ReadPath
     with tempfile.TemporaryDirectory() as tmp:
-        sweep.tempfile.tempdir = tmp
+        tempfile.tempdir = tmp
         _run(config, instances[:1], _DirectPath)  # warm up MiniLM and Chroma
         totals = {"direct": [0.0, 0.0], "graph": [0.0, 0.0]}
         for _ in range(args.repeats):
@@ -82,7 +83,7 @@ def main() -> None:
                     if _strip(recs, True) != _strip(direct_recs, True):
                         raise SystemExit("graph path and direct path main-phase records differ")
                     differing = sum(a != b for a, b in zip(_strip(recs), _strip(direct_recs), strict=True))
-        sweep.tempfile.tempdir = None
+        tempfile.tempdir = None
     d, g = totals["direct"], totals["graph"]
     units = len(instances) * len(config.summary_levels)
     print(f"units: {units} x {args.repeats} repeats (extractive, residue phase with {len(config.deletion_modes)} modes)")

@@ -56,7 +56,6 @@ from graphs.memory import build_read_graph, build_write_graph
 from graphs.nodes import (
     Responder,
     Retriever,
-    StoreRetriever,
     Summarizer,
     SummaryItem,
     Writer,
@@ -385,8 +384,3 @@ def resolve_design(spec: str | MemoryDesign) -> MemoryDesign:
         )
     return design
 
-
-def is_store_topk(retriever: Any) -> bool:
-    """Whether ``retriever`` is the default cosine top-k :class:`graphs.nodes.StoreRetriever`
-    (whose searches the sweep may batch with ``store.search_many``)."""
-    return type(retriever) is StoreRetriever

@@ -339,6 +339,26 @@ class StoreRetriever:
             raise ValueError(f"retrieve: k must be >= 1, got {k}")
         return self.store.search(query, k, tiers=tuple(tiers), namespace=namespace)
 
+    def many(self, queries: Sequence[str], k: int, tiers: Sequence[str],
+             namespace: str | None = None) -> list[list[Chunk]]:
+        """:meth:`__call__` for many queries at once: one embedding batch and one
+        scoring pass (``store.search_many``); the same rankings as calling this
+        retriever on each query in turn (a subclass that overrides ``__call__`` is
+        called once per query).
+
+        Returns:
+            One list of up to ``k`` chunks per query, best first, in query order.
+
+        Raises:
+            ValueError: ``k < 1``.
+        """
+        if k < 1:
+            raise ValueError(f"retrieve: k must be >= 1, got {k}")
+        if type(self).__call__ is not StoreRetriever.__call__:
+            # A subclass that retrieves its own way is asked once per query.
+            return [list(self(q, k, tiers, namespace)) for q in queries]
+        return self.store.search_many(list(queries), k, tiers=tuple(tiers), namespace=namespace)
+
 
 # --------------------------------------------------------------------------- factories
 

@@ -1,0 +1,222 @@
+"""What a sweep runs: :class:`SweepConfig`, the instances it draws, unit ids."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from graphs.forget import DELETION_MODES
+from memkit.longmemeval import Instance, load, sample, synthetic
+
+DEFAULT_KS = (1, 3, 6, 10, 25)
+RESULTS = "results.jsonl"
+CACHE = "llm_cache.sqlite"
+
+
+class SweepLockedError(RuntimeError):
+    """Another process holds the output directory's lock."""
+
+
+NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address"}
+"""Config fields that do not change a run's results (a resume may change them)."""
+
+
+class SweepConfig(BaseModel):
+    """What a sweep runs. Every field but ``workers`` must match on ``--resume``.
+
+    Attributes:
+        data: ``"synthetic"`` or a path to a LongMemEval JSON file.
+        n: instances sampled (the study: 50); ``None`` takes every instance of the
+            file. More than the file holds takes every instance, with a warning.
+        seed: seeds the sample, the synthetic data, canary planting and bootstrap CIs.
+        model: responder model spec (:func:`memkit.models.chat_model`).
+        summarizer_model: summarizer spec (default: ``model``).
+        summary_levels: S values (0 raw, 1 key facts, 2 one sentence).
+        ks: retrieval breadths.
+        deletion_modes: modes of the residue phase (``[]`` skips it).
+        synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
+        synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
+        max_tokens: cap on generated tokens per LLM call (``None``: the backend's default).
+        base_url: server URL for ``openai:`` / ``ollama:`` models (``None``: the
+            provider's default or ``OPENAI_BASE_URL`` / ``OLLAMA_HOST``).
+        api_key_env: name of the environment variable holding the API key (the key
+            itself is never written to ``config.json``; not part of the identity).
+        n_resamples: bootstrap resamples for CIs (the study: 1000).
+        workers: parallel processes (not part of the run's identity).
+        keep_stores: also keep each deletion mode's forgotten store under
+            ``--out/stores`` for ``memkit residue`` (not part of the identity).
+        design: the memory design (:func:`graphs.designs.resolve_design`: a
+            built-in name or ``module:factory``); ``study`` is the source study's
+            pipeline. Several designs: ``run_sweep(config, out, designs=[...])``.
+        concurrency: responder calls in flight per worker (``None``: the backend's
+            default, :meth:`calls_in_flight`; not part of the identity).
+        rps: cap on model requests per second per worker process (``None``: no cap;
+            not part of the identity).
+        executor: ``"local"`` (this machine: ``workers`` processes) or ``"ray"``
+            (units as Ray tasks; not part of the identity).
+        ray_address: the Ray cluster to join (``None``: ``RAY_ADDRESS`` or a local
+            Ray started for the run; not part of the identity).
+    """
+
+    data: str = "synthetic"
+    n: int | None = Field(20, ge=1)
+    seed: int = 0
+    model: str = "extractive"
+    summarizer_model: str | None = None
+    summary_levels: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
+    deletion_modes: list[str] = Field(default_factory=lambda: list(DELETION_MODES))
+    synthetic_sessions: int | list[int] = Field(default_factory=lambda: [2, 6])
+    synthetic_turns: int | list[int] = Field(default_factory=lambda: [6, 10])
+    max_tokens: int | None = Field(None, ge=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    n_resamples: int = Field(1000, ge=1)
+    workers: int = Field(1, ge=1)
+    keep_stores: bool = False
+    design: str = "study"
+    concurrency: int | None = Field(None, ge=1)
+    rps: float | None = Field(None, gt=0)
+    executor: str = "local"
+    ray_address: str | None = None
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v: str) -> str:
+        if v not in ("local", "ray"):
+            raise ValueError(f"executor must be 'local' or 'ray', got {v!r}")
+        return v
+
+    def calls_in_flight(self, spec: str | None = None) -> int:
+        """Responder calls in flight per worker for model ``spec`` (default ``model``):
+        ``concurrency`` if set, else 1 for in-process backends (``extractive``,
+        ``llamacpp:`` -- one model, one call at a time), 4 for ``ollama:`` (the
+        server's default parallelism) and 8 for remote APIs. ``llamacpp:`` is
+        always 1: a llama.cpp model object is not thread-safe."""
+        spec = spec or self.model
+        if spec == "extractive" or spec.startswith("llamacpp:"):
+            return 1
+        if self.concurrency is not None:
+            return self.concurrency
+        return 4 if spec.startswith("ollama:") else 8
+
+    @field_validator("summary_levels")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        bad = [s for s in v if s not in (0, 1, 2)]
+        if bad or not v:
+            raise ValueError(f"summary levels must be a non-empty subset of 0,1,2; got {v}")
+        return sorted(set(v))
+
+    @field_validator("ks")
+    @classmethod
+    def _ks(cls, v: list[int]) -> list[int]:
+        if not v or any(k < 1 for k in v):
+            raise ValueError(f"k values must be positive integers; got {v}")
+        return sorted(set(v))
+
+    @field_validator("deletion_modes")
+    @classmethod
+    def _modes(cls, v: list[str]) -> list[str]:
+        bad = [m for m in v if m not in DELETION_MODES]
+        if bad:
+            raise ValueError(f"unknown deletion modes {bad}; choose from {list(DELETION_MODES)}")
+        return [m for m in DELETION_MODES if m in v]
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """Constructor options for :func:`memkit.models.chat_model` from this config.
+
+        Raises:
+            ValueError: ``api_key_env`` names an unset environment variable.
+        """
+        kw: dict[str, Any] = {}
+        if self.max_tokens:
+            kw["max_tokens"] = self.max_tokens
+        if self.base_url:
+            kw["base_url"] = self.base_url
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ValueError(f"--api-key-env: the environment variable {self.api_key_env} is not set")
+            kw["api_key"] = key
+        return kw
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that define the run's results (all but :data:`NOT_IDENTITY`), plus the
+        SHA-256 of the data file, so a resume over changed data is refused."""
+        ident = self.model_dump(exclude=NOT_IDENTITY)
+        if ident.get("design") == "study":
+            del ident["design"]  # runs from before designs existed resume unchanged
+        if self.data != "synthetic":
+            ident["data_sha256"] = _file_sha256(self.data)
+        return ident
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, v: str) -> str:
+        if v == "synthetic":
+            return v
+        p = Path(v).expanduser()
+        if not p.exists():
+            raise ValueError(f"{v} does not exist (give a LongMemEval JSON file or 'synthetic')")
+        if not p.is_file():
+            raise ValueError(f"{v} is not a file (give a LongMemEval JSON file or 'synthetic')")
+        return str(p.resolve())
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_instances(config: SweepConfig) -> list[Instance]:
+    """The sweep's instances: ``n`` synthetic ones, or a seeded stratified sample of a file.
+
+    ``n=None``, or ``n`` larger than the file, takes every instance of the file (the
+    latter with a warning).
+
+    Raises:
+        memkit.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
+        ValueError: ``n=None`` with synthetic data.
+    """
+    if config.data == "synthetic":
+        if config.n is None:
+            raise ValueError("--n all needs --data FILE; synthetic data takes a number")
+        size = {
+            "sessions_per_instance": _size(config.synthetic_sessions),
+            "turns_per_session": _size(config.synthetic_turns),
+        }
+        return synthetic(config.n, config.seed, **size)
+    instances = load(config.data)
+    if config.n is not None and config.n > len(instances):
+        warnings.warn(
+            f"--n {config.n} exceeds the {len(instances)} instances in {config.data}: "
+            f"taking all {len(instances)}",
+            stacklevel=2,
+        )
+    if config.n is None or config.n >= len(instances):
+        return list(instances)
+    return sample(instances, config.n, config.seed, stratify=True)
+
+
+def _size(v: int | list[int]) -> int | tuple[int, int]:
+    return v if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def unit_id(question_id: str, S: int) -> str:
+    return f"{question_id}::S{S}"
+
+
+def unit_collection(unit: str) -> str:
+    return "u" + hashlib.sha1(unit.encode()).hexdigest()[:16]

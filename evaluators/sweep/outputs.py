@@ -1,0 +1,61 @@
+"""A finished run's outputs: metrics, hypotheses and the report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluators.aggregate import compute_metrics
+from evaluators.findings import evaluate_findings
+from evaluators.sweep.config import SweepConfig
+from memkit.models import add_usage
+
+
+def sum_tokens(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Token usage of ``unit_done`` markers summed per phase and model:
+    ``{phase: {model: {"calls", "input_tokens", "output_tokens", "total_tokens",
+    "cached_calls"}}}`` (phases ``write``, ``main``, ``forget``; empty for backends
+    that report no usage, such as ``extractive``)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for m in markers:
+        for phase, by_model in (m.get("tokens") or {}).items():
+            out[phase] = add_usage(out.get(phase, {}), by_model)
+    return {phase: out[phase] for phase in sorted(out)}
+
+
+def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
+    """Write ``metrics.json``, the hypotheses files and the report from ``records``."""
+    from evaluators.report import write_report
+
+    metrics = compute_metrics(records, n_resamples=config.n_resamples, seed=config.seed)
+    markers = [r for r in records if r["type"] == "unit_done"]
+    metrics["model"] = config.model
+    metrics["summarizer_model"] = config.summarizer_model or config.model
+    metrics["design"] = next((r["design"] for r in records if r["type"] == "call" and "design" in r), config.design)
+    metrics["totals"] = {
+        "units": len(markers),
+        "llm_calls": sum(m.get("llm_calls", 0) for m in markers),
+        "cache_hits": sum(m.get("cache_hits", 0) for m in markers),
+        "scored_calls": sum(1 for r in records if r["type"] == "call"),
+        "tokens": sum_tokens(markers),
+    }
+    metrics["findings"] = evaluate_findings(metrics, config.model_dump())
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+
+    hyp_dir = out / "hypotheses"
+    hyp_dir.mkdir(exist_ok=True)
+    main_q = [r for r in records if r["type"] == "call" and r["phase"] == "main" and r["query_kind"] == "question"]
+    for S in config.summary_levels:
+        for k in config.ks:
+            lines = [
+                json.dumps({"question_id": r["question_id"], "hypothesis": r["response"]}, ensure_ascii=False)
+                for r in main_q
+                if r["S"] == S and r["k"] == k
+            ]
+            (hyp_dir / f"S{S}_k{k}.jsonl").write_text("\n".join(lines) + "\n")
+    shutil.copyfile(hyp_dir / f"S{config.summary_levels[0]}_k{max(config.ks)}.jsonl", out / "hypotheses.jsonl")
+    write_report(out)
+    return metrics
