@@ -34,13 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import typer
 
 from evaluators.aggregate import _Grid, _row_stats
 from evaluators.findings import number_text
 from evaluators.metrics import bootstrap_ci
 
-__all__ = ["UnpairedRunsError", "compare_runs", "load_run", "register_cli"]
+__all__ = ["UnpairedRunsError", "compare_runs", "load_run"]
 
 METRICS = ("PR", "AER_max", "PUA")
 _IDENTITY_KEYS = ("data", "data_sha256", "synthetic_sessions", "synthetic_turns")
@@ -302,7 +301,7 @@ def _markdown(result: dict[str, Any]) -> str:
     diffs = []
     for d in result["differences"]:
         diffs.append([d["A"], d["B"], str(d["S"]), str(d["n"])]
-                     + [_fmt(d[f"{m}_diff"], "signed") + _ci_txt(d[f"{m}_diff_ci"]) for m in METRICS])
+                     + [_fmt(d[f"{m}_diff"], "signed") + ci_text(d[f"{m}_diff_ci"]) for m in METRICS])
     parts = [
         "# memkit compare", "",
         "Runs: " + ", ".join(f"`{r['label']}` ({r['dir']})" for r in result["runs"]), "",
@@ -320,7 +319,7 @@ def _markdown(result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _ci_txt(ci: list[Any]) -> str:
+def ci_text(ci: list[Any]) -> str:
     return f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci and ci[0] is not None else ""
 
 
@@ -370,29 +369,3 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout(rect=(0, 0.03 + 0.025 * note.count("\n"), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def register_cli(app: typer.Typer) -> None:
-    """Register ``memkit compare`` on the ``memkit`` app."""
-
-    @app.command("compare")
-    def compare_cmd(
-        run_dirs: list[Path] = typer.Argument(..., help="Two or more finished sweep directories."),
-        out: Path = typer.Option(Path("runs/compare"), help="Output directory."),
-        unpaired: bool = typer.Option(
-            False, help="Allow runs with different data, seed or canaries (independent resampling)."),
-        n_resamples: int = typer.Option(1000, help="Bootstrap resamples of the differences."),
-        seed: int = typer.Option(0, help="Bootstrap seed."),
-    ) -> None:
-        """Put finished sweeps side by side: Table 2, frontier, FRS, paired differences with CIs."""
-        try:
-            result = compare_runs([str(d) for d in run_dirs], out, unpaired=unpaired,
-                                  n_resamples=n_resamples, seed=seed)
-        except (UnpairedRunsError, FileNotFoundError, ValueError) as exc:
-            typer.echo(f"memkit compare: {exc}", err=True)
-            raise typer.Exit(2) from exc
-        typer.echo(f"memkit compare: {len(result['runs'])} runs -> {out / 'compare.md'}"
-                   + ("" if result["paired"] else " (UNPAIRED resampling)"))
-        for d in result["differences"]:
-            typer.echo(f"  {d['A']} − {d['B']} S={d['S']}: "
-                       + ", ".join(f"Δ{m}={d[f'{m}_diff']:+.2f}{_ci_txt(d[f'{m}_diff_ci'])}" for m in METRICS))

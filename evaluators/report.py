@@ -14,15 +14,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from evaluators.findings import number_text as _num
 
 __all__ = [
     "HypothesesCounts",
     "canary_sentence",
     "hypotheses_with_canaries",
-    "register_cli",
     "residue_sentences",
     "tables",
     "write_report",
@@ -796,31 +793,3 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     parts += ["<h2>Configuration</h2>", _html_table(["option", "value"], cfg_rows), "</body></html>"]
     (out / "report.html").write_text("\n".join(parts))
     return out / "report.md"
-
-
-def register_cli(app: typer.Typer) -> None:
-    """Register ``memkit report DIR`` on the ``memkit`` app."""
-
-    @app.command("report")
-    def report(
-        out_dir: Path = typer.Argument(..., help="A sweep output directory."),
-        redact_hypotheses: bool = typer.Option(
-            False, help="Mask planted canaries in hypotheses*.jsonl before anything reads them."),
-    ) -> None:
-        """(Re)write report.md, report.html and the figures from a sweep's metrics.json."""
-        try:
-            path = write_report(out_dir, redact_hypotheses=redact_hypotheses)
-        except FileNotFoundError as exc:
-            typer.echo(f"memkit report: {exc}", err=True)
-            raise typer.Exit(2) from exc
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            typer.echo(
-                f"memkit report: {Path(out_dir) / 'metrics.json'} is damaged ({type(exc).__name__}: {exc}); "
-                f"rebuild it with `memkit sweep --resume --out {out_dir}` and the same options",
-                err=True,
-            )
-            raise typer.Exit(2) from exc
-        typer.echo(f"wrote {path}")
-        line = canary_sentence(hypotheses_with_canaries(out_dir), redacted=False)
-        if line:
-            typer.echo(line.replace("**", ""))

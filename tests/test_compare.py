@@ -12,7 +12,8 @@ import typer
 from typer.testing import CliRunner
 
 from evaluators.aggregate import compute_metrics
-from evaluators.compare import UnpairedRunsError, compare_runs, register_cli
+from evaluators.cli.compare import register as register_cli
+from evaluators.compare import UnpairedRunsError, compare_runs
 
 QIDS = ["q1", "q2", "q3", "q4"]
 

@@ -119,7 +119,7 @@ def test_cli_names_bad_concurrency_and_rps(tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 
-    from evaluators.sweep import register_cli
+    from evaluators.cli.sweep import register as register_cli
 
     app = typer.Typer()
     register_cli(app)

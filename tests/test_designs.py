@@ -14,7 +14,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from evaluators.sweep import SweepConfig, load_records, register_cli, run_sweep
+from evaluators.cli.sweep import register as register_cli
+from evaluators.sweep import SweepConfig, load_records, run_sweep
 from graphs.designs import (
     MemoryDesign,
     MMRRetriever,

@@ -13,9 +13,10 @@ import typer
 from typer.testing import CliRunner
 
 from evaluators.aggregate import compute_metrics
+from evaluators.cli.report import register as register_cli
+from evaluators.cli.sweep import register as register_sweep
 from evaluators.findings import evaluate_findings, study_findings
-from evaluators.report import register_cli, write_report
-from evaluators.sweep import register_cli as register_sweep
+from evaluators.report import write_report
 from memkit.matching import contains_secret
 
 CANARY = {"A": "XQ7-VIOLET-3829", "B": "KT2-AMBER-1044", "C": "PL9-OLIVE-7310"}

@@ -26,7 +26,7 @@ def _env() -> dict[str, str]:
 
 
 def _memkit(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memkit.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "evaluators.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=_env(), cwd=REPO)
 
 
@@ -140,7 +140,7 @@ def test_killed_worker_is_named_and_resume_completes(tmp_path, sig):
     out = tmp_path / "run"
     args = ["sweep", "--n", "4", "--summary-levels", "0,1", "--k", "1,3", "--workers", "2",
             "--n-resamples", "50", "--out", str(out), "--quiet"]
-    proc = subprocess.Popen([sys.executable, "-m", "memkit.cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "evaluators.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
     results = out / "results.jsonl"
     deadline = time.time() + 300
@@ -225,7 +225,7 @@ def test_n_larger_than_the_file_takes_every_instance(sample_path):
 
 def test_openai_error_names_what_a_command_line_user_has(tmp_path):
     env_less = {k: v for k, v in _env().items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    proc = subprocess.run([sys.executable, "-m", "memkit.cli", "sweep", "--model", "openai:gpt-4o-mini",
+    proc = subprocess.run([sys.executable, "-m", "evaluators.cli", "sweep", "--model", "openai:gpt-4o-mini",
                            "--out", str(tmp_path / "o"), "--quiet"], capture_output=True, text=True,
                           env=env_less, cwd=REPO, timeout=300)
     assert proc.returncode == 2

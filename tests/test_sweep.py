@@ -129,7 +129,7 @@ def test_second_process_gets_a_lock_error(tmp_path):
         with pytest.raises(SweepLockedError, match="another memkit sweep"):
             run_sweep(SweepConfig(n=1, summary_levels=[0], deletion_modes=[]), out, progress=False)
         proc = subprocess.run(
-            [sys.executable, "-m", "memkit.cli", "sweep", "--n", "1", "--out", str(out), "--quiet"],
+            [sys.executable, "-m", "evaluators.cli", "sweep", "--n", "1", "--out", str(out), "--quiet"],
             capture_output=True, text=True, timeout=120,
         )
     assert proc.returncode == 2
@@ -158,7 +158,7 @@ def test_kill_9_and_resume_gives_identical_metrics(small_run, tmp_path):
     out_ref, _ = small_run
     out = tmp_path / "killed"
     results = out / "results.jsonl"
-    cmd = [sys.executable, "-m", "memkit.cli", "sweep", *KILL_CFG, "--out", str(out)]
+    cmd = [sys.executable, "-m", "evaluators.cli", "sweep", *KILL_CFG, "--out", str(out)]
     kills = 0
     for target in (1, 4, 7):  # kill after 1, 4 and 7 completed units (and mid-unit)
         proc = subprocess.Popen(cmd + (["--resume"] if kills else []), stdout=subprocess.DEVNULL,
@@ -209,12 +209,12 @@ def test_real_longmemeval_sample_all_eight(sample_path, tmp_path):
 
 def test_cli_rejects_bad_options(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "memkit.cli", "sweep", "--summary-levels", "0,3", "--out", str(tmp_path / "x")],
+        [sys.executable, "-m", "evaluators.cli", "sweep", "--summary-levels", "0,3", "--out", str(tmp_path / "x")],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2 and "summary levels" in proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "memkit.cli", "sweep", "--data", str(tmp_path / "missing.json"),
+        [sys.executable, "-m", "evaluators.cli", "sweep", "--data", str(tmp_path / "missing.json"),
          "--out", str(tmp_path / "y")],
         capture_output=True, text=True, timeout=120,
     )
@@ -226,7 +226,7 @@ def test_sweep_with_llamacpp_backend(sample_path, tmp_path):
     """A real llama.cpp sweep; a second run over the same output (a resumed sweep is a
     new process) sends none of the prompts already answered: all come from the cache."""
     out = tmp_path / "llm"
-    cmd = [sys.executable, "-m", "memkit.cli", "sweep", "--data", str(sample_path), "--n", "1",
+    cmd = [sys.executable, "-m", "evaluators.cli", "sweep", "--data", str(sample_path), "--n", "1",
            "--model", "llamacpp:gemma3-270m", "--summary-levels", "0,1", "--k", "1",
            "--deletion-modes", "none,full_purge", "--max-tokens", "16", "--n-resamples", "50",
            "--out", str(out), "--quiet"]
@@ -282,7 +282,7 @@ def test_cli_messages_name_the_option(tmp_path):
     for args, needle in ((["--k", "0"], "--k: k values must be positive"),
                          (["--n", "0"], "--n:"),
                          (["--data", str(tmp_path)], "--data:")):
-        proc = subprocess.run([sys.executable, "-m", "memkit.cli", "sweep", *args, "--out", str(tmp_path / "o")],
+        proc = subprocess.run([sys.executable, "-m", "evaluators.cli", "sweep", *args, "--out", str(tmp_path / "o")],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
         assert "Traceback" not in proc.stderr and "pydantic" not in proc.stderr

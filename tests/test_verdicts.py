@@ -486,7 +486,7 @@ def test_side_files_are_scanned_and_labelled_by_what_they_are(tmp_path, embedder
 def test_residue_cli_takes_side_files(tmp_path, embedder):
     from typer.testing import CliRunner
 
-    from memkit.cli import app
+    from evaluators.cli import app
 
     store = TieredMemoryStore(tmp_path / "db", embedder=embedder)
     store.add([raw("u1", "s1", 0, "I walk my dog")])

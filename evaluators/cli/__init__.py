@@ -1,0 +1,69 @@
+"""The ``memkit`` command: one module per command, the library stays free of typer.
+
+Each module here parses one command's options, calls the library and turns its
+errors into one clear line and an exit status; the work itself lives in
+``memkit``, ``graphs`` and ``evaluators``. Other installed packages may add
+commands through the ``memkit.commands`` entry-point group (each entry names a
+callable ``register(app: typer.Typer) -> None``).
+
+| command | module | library entry point |
+|---|---|---|
+| ``memkit sweep`` | :mod:`evaluators.cli.sweep` | :func:`evaluators.sweep.run_sweep` |
+| ``memkit report`` | :mod:`evaluators.cli.report` | :func:`evaluators.report.write_report` |
+| ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
+| ``memkit judge`` | :mod:`evaluators.judge_run` (``register_cli``) | :func:`evaluators.judge_run.judge_run` |
+| ``memkit residue`` | :mod:`memkit.residue` (``register_cli``) | :func:`memkit.residue.scan` |
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+import typer
+
+import memkit
+
+app = typer.Typer(
+    name="memkit",
+    help="Audit the memory of LLM agents for privacy (PR, AER, PUA, FRS).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"memkit {memkit.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Audit the memory of LLM agents for privacy."""
+
+
+def _register() -> None:
+    """Attach memkit's own commands, then those other packages register under
+    ``memkit.commands`` (a name already taken is not replaced)."""
+    from evaluators import judge_run
+    from evaluators.cli import compare, report, sweep
+    from memkit import residue
+
+    for register in (residue.register_cli, sweep.register, report.register,
+                     judge_run.register_cli, compare.register):
+        register(app)
+    taken = {c.name for c in app.registered_commands}
+    for ep in entry_points(group="memkit.commands"):
+        if ep.name not in taken:
+            ep.load()(app)
+
+
+_register()
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,5 @@
+"""``python -m evaluators.cli``: the ``memkit`` command."""
+
+from evaluators.cli import app
+
+app()

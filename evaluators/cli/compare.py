@@ -1,0 +1,35 @@
+"""``memkit compare RUN RUN ...``: put finished sweeps side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from evaluators.compare import METRICS, UnpairedRunsError, ci_text, compare_runs
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``memkit compare`` on the ``memkit`` app."""
+
+    @app.command("compare")
+    def compare_cmd(
+        run_dirs: list[Path] = typer.Argument(..., help="Two or more finished sweep directories."),
+        out: Path = typer.Option(Path("runs/compare"), help="Output directory."),
+        unpaired: bool = typer.Option(
+            False, help="Allow runs with different data, seed or canaries (independent resampling)."),
+        n_resamples: int = typer.Option(1000, help="Bootstrap resamples of the differences."),
+        seed: int = typer.Option(0, help="Bootstrap seed."),
+    ) -> None:
+        """Put finished sweeps side by side: Table 2, frontier, FRS, paired differences with CIs."""
+        try:
+            result = compare_runs([str(d) for d in run_dirs], out, unpaired=unpaired,
+                                  n_resamples=n_resamples, seed=seed)
+        except (UnpairedRunsError, FileNotFoundError, ValueError) as exc:
+            typer.echo(f"memkit compare: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        typer.echo(f"memkit compare: {len(result['runs'])} runs -> {out / 'compare.md'}"
+                   + ("" if result["paired"] else " (UNPAIRED resampling)"))
+        for d in result["differences"]:
+            typer.echo(f"  {d['A']} − {d['B']} S={d['S']}: "
+                       + ", ".join(f"Δ{m}={d[f'{m}_diff']:+.2f}{ci_text(d[f'{m}_diff_ci'])}" for m in METRICS))
