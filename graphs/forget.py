@@ -46,11 +46,9 @@ checkpoint database becomes one more place the secret lives.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -68,7 +66,6 @@ __all__ = [
     "ForgetState",
     "build_forget_graph",
     "forget",
-    "forget_graph",
 ]
 
 DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction")
@@ -456,20 +453,13 @@ def build_forget_graph(
     return graph.compile(name="memkit-forget")
 
 
-@lru_cache(maxsize=1)
-def default_forget_graph() -> Any:
-    """:func:`build_forget_graph` over the default store and LLM cache of
-    :mod:`graphs.memory`, summarizer of ``$MEMKIT_MODEL`` (default extractive); built once
-    per process."""
-    from graphs.memory import _default_model, default_cache, default_store
-
-    cache = default_cache()
-    return build_forget_graph(
-        default_store(), summarizer=make_summarizer(_default_model(), cache=cache), caches=[cache]
-    )
+_SERVED = ("default_forget_graph", "forget_graph")
 
 
-async def forget_graph() -> Any:
-    """``langgraph.json`` factory for :func:`default_forget_graph` (asynchronous, built in
-    a worker thread; see :func:`graphs.memory.write_graph`)."""
-    return await asyncio.to_thread(default_forget_graph)
+def __getattr__(name: str) -> Any:
+    # The langgraph.json factories and the default store live in graphs/server.py.
+    if name in _SERVED:
+        from graphs import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

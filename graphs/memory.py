@@ -24,21 +24,14 @@ Model calls: a write makes 0 LLM calls at S=0 and 1 per session at S>=1 (none wi
 the ``extractive`` spec); a read makes 1 responder call (0 with ``extractive``) and
 one batched embedding of the query.
 
-``langgraph.json`` lists :func:`write_graph` and :func:`read_graph`: asynchronous factories
-(LangGraph servers call them on their event loop) of :func:`default_write_graph` and
-:func:`default_read_graph`, over a
-default persistent store in ``$MEMKIT_STORE_DIR`` (default ``<memkit cache dir>/store``)
-with the model ``$MEMKIT_MODEL`` (default ``extractive``). Importing this module
+The graphs ``langgraph.json`` serves are built over these builders in
+:mod:`graphs.server`. Importing this module
 creates no file and loads no model.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -66,18 +59,13 @@ __all__ = [
     "WriteState",
     "build_read_graph",
     "build_write_graph",
-    "default_cache",
-    "default_store",
-    "default_store_dir",
     "make_responder",
     "make_retriever",
     "make_summarizer",
-    "read_graph",
     "respond",
     "retrieve",
     "summarize_session",
     "summary_chunks",
-    "write_graph",
     "write_session",
     "write_sessions",
 ]
@@ -443,68 +431,14 @@ def build_read_graph(
     return graph.compile(name="memkit-read")
 
 
-# --------------------------------------------------------------------------- langgraph.json
+_SERVED = ("default_store_dir", "default_store", "default_cache", "default_write_graph",
+           "default_read_graph", "write_graph", "read_graph")
 
 
-def default_store_dir() -> Path:
-    """``$MEMKIT_STORE_DIR`` or ``<memkit cache dir>/store`` (not created here)."""
-    env = os.environ.get("MEMKIT_STORE_DIR")
-    if env:
-        return Path(env)
-    from memkit.models import cache_dir
+def __getattr__(name: str) -> Any:
+    # The langgraph.json factories and the default store live in graphs/server.py.
+    if name in _SERVED:
+        from graphs import server
 
-    return cache_dir() / "store"
-
-
-@lru_cache(maxsize=1)
-def default_store() -> TieredMemoryStore:
-    """The persistent store the ``langgraph.json`` graphs share (created on first call).
-
-    :meth:`~memkit.store.TieredMemoryStore.open` keeps one object per directory per
-    process, so graph files loaded twice by path (as LangGraph servers do) still share
-    one store, one chroma client, and a forget can compact it."""
-    return TieredMemoryStore.open(default_store_dir())
-
-
-@lru_cache(maxsize=1)
-def default_cache() -> Any:
-    """The :class:`memkit.cache.LLMCache` the ``langgraph.json`` graphs share:
-    ``$MEMKIT_LLM_CACHE`` or ``<store dir>/../llm_cache.sqlite`` (created on first call)."""
-    from memkit.cache import LLMCache
-
-    env = os.environ.get("MEMKIT_LLM_CACHE")
-    return LLMCache(Path(env) if env else default_store_dir().parent / "llm_cache.sqlite")
-
-
-def _default_model() -> str:
-    return os.environ.get("MEMKIT_MODEL", "extractive")
-
-
-@lru_cache(maxsize=1)
-def default_write_graph() -> Any:
-    """:func:`build_write_graph` over :func:`default_store`, summarizer of ``$MEMKIT_MODEL``
-    (default ``extractive``) with :func:`default_cache`; built once per process."""
-    return build_write_graph(default_store(), summarizer=make_summarizer(_default_model(), cache=default_cache()))
-
-
-@lru_cache(maxsize=1)
-def default_read_graph() -> Any:
-    """:func:`build_read_graph` over :func:`default_store`, responder of ``$MEMKIT_MODEL``
-    (default ``extractive``) with :func:`default_cache`; built once per process."""
-    return build_read_graph(default_store(), responder=make_responder(_default_model(), cache=default_cache()))
-
-
-async def write_graph() -> Any:
-    """``langgraph.json`` factory for :func:`default_write_graph`.
-
-    Asynchronous because LangGraph servers (``langgraph dev``, LangGraph Platform) call
-    graph factories on their event loop, where opening the store (``mkdir``, SQLite,
-    chroma) would block it; ``langgraph dev`` refuses such calls. The graph is built in
-    a worker thread. Synchronous code calls :func:`default_write_graph` instead."""
-    return await asyncio.to_thread(default_write_graph)
-
-
-async def read_graph() -> Any:
-    """``langgraph.json`` factory for :func:`default_read_graph` (asynchronous, built in
-    a worker thread; see :func:`write_graph`)."""
-    return await asyncio.to_thread(default_read_graph)
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
