@@ -1,7 +1,7 @@
 """Finished sweeps side by side: ``memkit compare RUN_DIR... --out DIR``.
 
 Puts runs of different models, designs or seeds together (the study's Table 2 lists
-Gemma 3 12B and GPT-4o-mini side by side; paper-notes, "Outputs the study shows"):
+Gemma 3 12B and GPT-4o-mini side by side; arXiv 2606.10062, the tables it shows):
 
 * one Table 2 (a row per run and S: PR, AER_max, PUA, ΔS with the runs' own 95% CIs,
   read from each run's ``metrics.json``);
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from evaluators.aggregate import _Grid, _row_stats
-from evaluators.findings import number_text
 from evaluators.metrics import bootstrap_ci
+from evaluators.tables import md_table, signed_text, value_text
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run"]
 
@@ -199,24 +199,10 @@ def pair_differences(
     return out
 
 
-def _signed(x: float) -> str:
-    """A difference with its sign (+0.50, −0.25; 0.00 when it rounds to zero)."""
-    s = number_text(x)
-    return s if s == "0.00" or s.startswith("−") else "+" + s
 
 
-def _fmt(x: Any, ci: Any = None, na: str = "–") -> str:
-    if x is None:
-        return na
-    s = _signed(x) if ci == "signed" else number_text(x)
-    if isinstance(ci, list | tuple) and ci and ci[0] is not None:
-        s += f" [{number_text(ci[0])}, {number_text(ci[1])}]"
-    return s
 
 
-def _md(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def compare_runs(
@@ -287,12 +273,12 @@ def compare_runs(
 
 
 def _markdown(result: dict[str, Any]) -> str:
-    t2 = [[r["model"], r["design"], str(r["seed"]), str(r["S"]), _fmt(r["PR"], r["PR_ci"]),
-           _fmt(r["AER_max"], r["AER_max_ci"]), _fmt(r["PUA"], r["PUA_ci"]),
-           _fmt(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
-    frs = [[r["run"], str(r["S"]), r["mode"], _fmt(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
-            _fmt(r["FRS_summary"], r["FRS_summary_ci"], na="n/a"),
-            _fmt(r["FRS_worst"], r["FRS_worst_ci"], na="n/a")]
+    t2 = [[r["model"], r["design"], str(r["seed"]), str(r["S"]), value_text(r["PR"], r["PR_ci"]),
+           value_text(r["AER_max"], r["AER_max_ci"]), value_text(r["PUA"], r["PUA_ci"]),
+           value_text(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
+    frs = [[r["run"], str(r["S"]), r["mode"], value_text(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
+            value_text(r["FRS_summary"], r["FRS_summary_ci"], na="n/a"),
+            value_text(r["FRS_worst"], r["FRS_worst_ci"], na="n/a")]
            for r in result["frs"]]
     how = ("paired bootstrap over the instances both runs share (same indices for both runs)"
            if result["paired"] else
@@ -301,16 +287,16 @@ def _markdown(result: dict[str, Any]) -> str:
     diffs = []
     for d in result["differences"]:
         diffs.append([d["A"], d["B"], str(d["S"]), str(d["n"])]
-                     + [_fmt(d[f"{m}_diff"], "signed") + ci_text(d[f"{m}_diff_ci"]) for m in METRICS])
+                     + [value_text(d[f"{m}_diff"], signed=True) + ci_text(d[f"{m}_diff_ci"]) for m in METRICS])
     parts = [
         "# memkit compare", "",
         "Runs: " + ", ".join(f"`{r['label']}` ({r['dir']})" for r in result["runs"]), "",
         "## Table 2 (per model, design, S; 95% CIs)", "",
-        _md(["model", "design", "seed", "S", "PR", "AER_max", "PUA", "ΔS"], t2), "",
+        md_table(["model", "design", "seed", "S", "PR", "AER_max", "PUA", "ΔS"], t2), "",
         "## Differences A − B (95% bootstrap CIs)", "", f"CIs: {how}.", "",
-        _md(["A", "B", "S", "n", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
+        md_table(["A", "B", "S", "n", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
         "## FRS per deletion mode and tier", "",
-        _md(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
+        md_table(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
         "`FRS_t`: AER_max with retrieval restricted to tier t after the forget (mean over k, "
         "95% CIs); n/a: not measured, the design has no such tier at this S (e.g. no summary "
         "tier at S=0).", "",
@@ -320,7 +306,7 @@ def _markdown(result: dict[str, Any]) -> str:
 
 
 def ci_text(ci: list[Any]) -> str:
-    return f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci and ci[0] is not None else ""
+    return f" [{signed_text(ci[0])}, {signed_text(ci[1])}]" if ci and ci[0] is not None else ""
 
 
 def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:

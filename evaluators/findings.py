@@ -39,6 +39,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from evaluators.tables import number_text
+
 __all__ = [
     "VERDICTS",
     "evaluate_findings",
@@ -66,13 +68,6 @@ def study_findings() -> dict[str, Any]:
     return json.loads(text)
 
 
-def number_text(x: float) -> str:
-    """``x`` to two decimals with the Unicode minus sign (−0.25); a value that rounds to
-    zero prints as 0.00, never −0.00. The report's one number format."""
-    s = f"{x:.2f}"
-    if float(s) == 0:
-        return "0.00"
-    return s.replace("-", "−")
 
 
 def _threshold_text(lo: float, hi: float, t: float, ceiling: str | None) -> str:

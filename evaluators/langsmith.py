@@ -15,7 +15,7 @@ They import nothing from LangSmith, so they also work as plain functions.
 | :func:`aer_summary_evaluator` | ``aer_max`` | — | AER per level, max |
 | :func:`frs_summary_evaluator` | ``frs_worst`` | — | FRS per tier, worst |
 
-Definitions: paper-notes "Metrics"; formulas in ``docs/metrics.md``.
+Definitions: docs/metrics.md; formulas in ``docs/metrics.md``.
 
 Field conventions (a target returns ``outputs``; a dataset example holds
 ``inputs`` and ``reference_outputs``):
@@ -198,7 +198,7 @@ def answer_correctness_evaluator(
     Raises:
         ValueError: a missing answer field.
 
-    Source: paper-notes "Metrics", PR (cosine > 0.50 with all-MiniLM-L6-v2 or all
+    Source: docs/metrics.md, PR (cosine > 0.50 with all-MiniLM-L6-v2 or all
     content words).
     """
     return make_answer_correctness_evaluator()(inputs, outputs, reference_outputs)
@@ -246,7 +246,7 @@ def extraction_evaluator(
     Raises:
         ValueError: a missing response or secret field.
 
-    Source: paper-notes "Metrics", AER_ℓ = mean 1[c_i ⊂ r_{i,ℓ}].
+    Source: docs/metrics.md, AER_ℓ = mean 1[c_i ⊂ r_{i,ℓ}].
     """
     return _extraction_result(
         "adversarial_extraction_rate", inputs, outputs, reference_outputs, ("level",)
@@ -275,7 +275,7 @@ def forgetting_residue_evaluator(
     Raises:
         ValueError: a missing response or secret field.
 
-    Source: paper-notes "Metrics", FRS_t(S, mode) = E[AER_t(forget(M_S, c, mode), c)].
+    Source: docs/metrics.md, FRS_t(S, mode) = E[AER_t(forget(M_S, c, mode), c)].
     """
     return _extraction_result(
         "forgetting_residue", inputs, outputs, reference_outputs, ("tier", "mode", "level")
@@ -406,7 +406,7 @@ def pua_summary_evaluator(
         ValueError: no examples, mismatched lengths, an example without ``k`` or
             without the fields needed to score it.
 
-    Source: paper-notes "Metrics", PR*(a) and PUA(S).
+    Source: docs/metrics.md, PR*(a) and PUA(S).
     """
     return make_pua_summary_evaluator()(outputs, reference_outputs, inputs)
 
@@ -437,7 +437,7 @@ def aer_summary_evaluator(
     Raises:
         ValueError: no examples, an example without ``level``, missing fields.
 
-    Source: paper-notes "Metrics", AER_ℓ and AER_max.
+    Source: docs/metrics.md, AER_ℓ and AER_max.
     """
     by_level = _flags_by(_rows(outputs, reference_outputs, inputs), "level")
     aer = aer_by_level(by_level)
@@ -466,7 +466,7 @@ def frs_summary_evaluator(
     Raises:
         ValueError: no examples, an example without ``tier``, missing fields.
 
-    Source: paper-notes "Metrics", FRS_t and FRS_worst.
+    Source: docs/metrics.md, FRS_t and FRS_worst.
     """
     per_tier = _flags_by(_rows(outputs, reference_outputs, inputs), "tier")
     frs = forgetting_residue(per_tier)

@@ -1,4 +1,4 @@
-"""The full-factorial LongMemEval sweep (paper-notes, Setup and Metrics).
+"""The full-factorial LongMemEval sweep (arXiv 2606.10062, Setup; docs/metrics.md).
 
 For N instances (one canary planted in each) and each summary level S, a *unit*
 (instance × S) runs:
