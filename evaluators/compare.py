@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import warnings
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ import numpy as np
 
 from evaluators.aggregate import _Grid, _row_stats
 from evaluators.metrics import bootstrap_ci
+from evaluators.records import read_run
 from evaluators.tables import md_table, signed_text, value_text
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run"]
@@ -60,25 +62,16 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     Raises:
         FileNotFoundError: ``config.json``, ``results.jsonl`` or ``metrics.json`` is
             missing (the message names the file).
-        ValueError: a line of ``results.jsonl`` that does not parse (file and line).
+        ValueError: ``config.json`` or ``metrics.json`` is not JSON (file named).
+
+    Damaged lines of ``results.jsonl`` follow :mod:`evaluators.records`' rule (their
+    units are left out, with a warning naming the lines).
     """
-    d = Path(run_dir)
-    for name in ("config.json", "results.jsonl", "metrics.json"):
-        if not (d / name).is_file():
-            raise FileNotFoundError(f"{d / name} does not exist: {d} is not a finished memkit sweep")
-    config = json.loads((d / "config.json").read_text())
-    metrics = json.loads((d / "metrics.json").read_text())
-    records, canaries = [], {}
-    with (d / "results.jsonl").open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                r = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{d / 'results.jsonl'} line {lineno}: not JSON ({exc})") from exc
-            if r.get("type") == "call" and r.get("phase") == "main":
-                records.append(r)
-            elif r.get("type") == "canary":
-                canaries[r["question_id"]] = r["value"]
+    run = read_run(run_dir, need=("config.json", "results.jsonl", "metrics.json"), metrics=True)
+    if run.bad_lines:
+        warnings.warn(run.damage_note(), stacklevel=2)
+    d, config, metrics = run.dir, run.config, run.metrics
+    records, canaries = run.calls("main"), run.canaries()
     design = metrics.get("design") or next((r["design"] for r in records if "design" in r), None) or "study"
     model = metrics.get("model") or config.get("model", "?")
     return {
@@ -315,7 +308,7 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evaluators.report import _err
+    from evaluators.figures import error_bars
 
     fig, ax = plt.subplots(figsize=(7, 5.2))
     markers = "osD^v<>P"
@@ -338,8 +331,8 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
                 same.append(f"{r['label']} = {seen[key]} at S={S}")
             else:
                 seen[key] = r["label"]
-            ax.errorbar([x + dx for x in xs], ys, xerr=_err(xs, [p.get("AER_max_ci") for p in pts]),
-                        yerr=_err(ys, [p.get("PR_ci") for p in pts]), marker=markers[i % len(markers)],
+            ax.errorbar([x + dx for x in xs], ys, xerr=error_bars(xs, [p.get("AER_max_ci") for p in pts]),
+                        yerr=error_bars(ys, [p.get("PR_ci") for p in pts]), marker=markers[i % len(markers)],
                         color=f"C{(i * len(levels) + j) % 10}", linestyle=("-", "--", ":")[j % 3], capsize=2,
                         elinewidth=0.7, ms=5, mfc="none" if i % 2 else None, label=f"{r['label']} S={S}")
     note = f"runs offset by {step:g} in AER_max so overlapping lines stay visible; bars: 95% CIs"

@@ -11,7 +11,7 @@ from evaluators.aggregate import surface_measured, surfaces_with_copies
 __all__ = ["write_figures"]
 
 
-def _err(vals: list[float | None], cis: list[Any]) -> list[list[float]]:
+def error_bars(vals: list[float | None], cis: list[Any]) -> list[list[float]]:
     """Matplotlib's asymmetric error bars ``[[below], [above]]`` from values and CIs (0
     where a value or bound is missing)."""
     lo, hi = [], []
@@ -27,7 +27,7 @@ def _bars(ax: Any, xs: list[float], vals: list[float | None], cis: list[Any], wi
     """Bars with 95% CI error bars; a zero-height bar gets a visible marker ("0") and a
     value that was not measured gets "n/a" instead of a bar."""
     heights = [0.0 if v is None else v for v in vals]
-    bars = ax.bar(xs, heights, width=width, yerr=_err(vals, cis), capsize=3, **kw)
+    bars = ax.bar(xs, heights, width=width, yerr=error_bars(vals, cis), capsize=3, **kw)
     color = bars.patches[0].get_facecolor() if bars.patches else None
     for x, v in zip(xs, vals, strict=True):
         if v is None:
@@ -54,8 +54,8 @@ def write_figures(metrics: dict[str, Any], out: Path) -> list[str]:
         pts = [r for r in metrics["frontier"] if r["S"] == S]
         xs = [p["AER_max"] for p in pts]
         ys = [p["PR"] for p in pts]
-        xerr = _err(xs, [p.get("AER_max_ci") for p in pts])
-        yerr = _err(ys, [p.get("PR_ci") for p in pts])
+        xerr = error_bars(xs, [p.get("AER_max_ci") for p in pts])
+        yerr = error_bars(ys, [p.get("PR_ci") for p in pts])
         ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=2, elinewidth=0.8, label=f"S={S}")
         by_pt: dict[tuple[float, float], list[int]] = {}
         for p in pts:
@@ -94,7 +94,7 @@ def write_figures(metrics: dict[str, Any], out: Path) -> list[str]:
         norm = [r.get(f"AER_{lv}_normalized") for lv in levels]
         if all(v is not None for v in norm):  # the leak in any spelling, beside the exact bar
             cis = [r.get(f"AER_{lv}_normalized_ci") for lv in levels]
-            ax.errorbar(xs, norm, yerr=_err(norm, cis), fmt="D", mfc="none", color="black", ms=5,
+            ax.errorbar(xs, norm, yerr=error_bars(norm, cis), fmt="D", mfc="none", color="black", ms=5,
                         capsize=2, label="normalized (any spelling)" if i == 0 else None)
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(levels))], levels)
     ax.set_xlabel("probe level")

@@ -8,27 +8,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evaluators.records import load_records
+
 __all__ = ["HypothesesCounts", "canary_sentence", "hypotheses_with_canaries"]
 
 
 def _planted_canaries(out: Path) -> dict[str, set[str]]:
     """The canary planted in each instance, from the ``canary`` records of ``results.jsonl``."""
-    path = out / "results.jsonl"
     found: dict[str, set[str]] = {}
-    if not path.exists():
+    if not (out / "results.jsonl").exists():
         return found
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if '"canary"' not in line:
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a damaged line; `memkit sweep --resume` repairs it
-            if rec.get("type") == "canary":
-                if not isinstance(rec.get("value"), str) or "question_id" not in rec:
-                    raise ValueError(f"{path}:{lineno}: canary record lacks question_id or value")
-                found.setdefault(str(rec["question_id"]), set()).add(rec["value"])
+    # Damaged lines: evaluators.records' rule (their units are left out).
+    for rec in load_records(out / "results.jsonl")[0]:
+        if rec["type"] == "canary":
+            found.setdefault(str(rec["question_id"]), set()).add(rec["value"])
     return found
 
 

@@ -2,7 +2,7 @@
 LLM judge and record how often each PR rule agrees with it.
 
 Reads the main-phase question records of ``RUN_DIR/results.jsonl`` (complete units
-only, :func:`evaluators.sweep.load_records`), asks the judge
+only, :func:`evaluators.records.load_records`), asks the judge
 (:func:`evaluators.judge.judge_correct`, one prompt per LongMemEval question type)
 once per distinct answer ``(question_id, question, reference, response)``, and
 compares its verdicts with the records' rule verdicts: ``correct`` (the default rule,
@@ -37,7 +37,7 @@ __all__ = ["judge_run", "register_cli"]
 
 def _answers(run_dir: Path) -> list[dict[str, Any]]:
     """Distinct main-phase answers of a run, in first-seen order."""
-    from evaluators.sweep import load_records
+    from evaluators.records import load_records
 
     path = run_dir / "results.jsonl"
     if not path.exists():

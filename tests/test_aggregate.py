@@ -1,5 +1,5 @@
 """compute_metrics on hand-made records, every value derived by hand from the
-definitions in paper-notes (Metrics)."""
+definitions in docs/metrics.md."""
 
 from __future__ import annotations
 

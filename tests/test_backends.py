@@ -1,4 +1,4 @@
-"""The memory graphs on the chat-model backends memkit names (DESIGN.md, Models):
+"""The memory graphs on the chat-model backends memkit names (docs/design.md, "Models"):
 
 * ``llamacpp:gemma3-270m`` in process (llama-cpp-python);
 * ``openai:<alias>`` against llama-cpp-python's OpenAI-compatible server, started here

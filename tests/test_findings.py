@@ -1,6 +1,6 @@
 """The study's findings checked on a run (evaluators/findings.py) and the aggregate's new
 uncertainty fields: verdicts from hand-built metrics, values by hand from the
-definitions in paper-notes (Metrics, Reported results)."""
+definitions in docs/metrics.md and evaluators/data/study_findings.json."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def test_data_file_has_the_studys_findings_with_source():
     ids = [f["id"] for f in data["findings"]]
     assert len(ids) == len(set(ids)) >= 5
     by_id = {f["id"]: f for f in data["findings"]}
-    # Reference values as paper-notes gives them (Reported results).
+    # Reference values as arXiv 2606.10062 reports them (evaluators/data/study_findings.json).
     assert by_id["summary_cuts_aer"]["reference"] == 0.76
     assert by_id["k_helps_user"]["reference"] == pytest.approx(0.66 - 0.42)
     assert by_id["raw_only_leaves_residue"]["reference"] == 0.2

@@ -1,5 +1,5 @@
 """Tests of evaluators.metrics and evaluators.judge: values computed by hand from the study's definitions
-(paper-notes "Metrics"), property tests against an independent grid integral, and
+(docs/metrics.md), property tests against an independent grid integral, and
 the answer rule on the real all-MiniLM-L6-v2."""
 
 from __future__ import annotations

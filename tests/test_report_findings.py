@@ -55,6 +55,18 @@ def _records() -> list[dict]:
     return r
 
 
+def _results_file(recs: list[dict]) -> str:
+    """``results.jsonl`` as the sweep writes it: each unit's records, then its marker."""
+    by_unit: dict[str, list[dict]] = {}
+    for r in recs:
+        unit = f"{r['question_id']}::S{r['S']}"
+        by_unit.setdefault(unit, []).append({**r, "unit": unit})
+    lines = []
+    for unit, rs in by_unit.items():
+        lines += [json.dumps(r) for r in rs] + [json.dumps({"type": "unit_done", "unit": unit})]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.fixture()
 def synthetic_run(tmp_path) -> Path:
     out = tmp_path / "run"
@@ -67,7 +79,7 @@ def synthetic_run(tmp_path) -> Path:
     config = {"data": "/data/longmemeval_oracle.json", "model": "extractive", "summarizer_model": None,
               "base_url": None, "synthetic_turns": [6, 10], "ks": [1, 2], "n_resamples": 100}
     (out / "config.json").write_text(json.dumps(config))
-    (out / "results.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    (out / "results.jsonl").write_text(_results_file(recs))
     hyps = [
         {"question_id": "A", "hypothesis": "Your token is xq7 violet 3829."},  # another spelling
         {"question_id": "B", "hypothesis": "You like hiking."},

@@ -27,6 +27,7 @@ Output directory (``--out``):
 ``config.json``
     the run's configuration (a resumed run must match it).
 ``results.jsonl``
+    typed records (their models and the one reader: :mod:`evaluators.records`):
     one ``{"type": "call", ...}`` record per scored call: ``design``, ``unit``, ``question_id``,
     ``question_type``, ``S``, ``k``, ``phase`` (``main``/``forget``), ``mode``,
     ``tier`` (retrieval tier restriction in the residue phase; ``null`` = the
@@ -57,6 +58,7 @@ Output directory (``--out``):
 """
 
 from evaluators.pool import WorkerDied
+from evaluators.records import load_records
 from evaluators.sweep.config import (
     CACHE,
     DEFAULT_KS,
@@ -66,7 +68,6 @@ from evaluators.sweep.config import (
     load_instances,
 )
 from evaluators.sweep.outputs import sum_tokens, write_outputs_for
-from evaluators.sweep.results import load_records
 from evaluators.sweep.run import run_sweep
 from evaluators.sweep.unit import run_unit
 

@@ -1,0 +1,279 @@
+"""Typed records of a run directory, and its one reader.
+
+Every line of ``results.jsonl`` is one JSON object whose ``type`` names its record:
+
+``call`` (:class:`CallRecord`)
+    one scored call of the agent: the question or a probe, at one ``k``, in the main
+    phase or after a forget.
+``canary`` (:class:`CanaryRecord`)
+    the secret planted in a unit's instance (where, and its value).
+``forensics`` (:class:`ForensicsRecord`)
+    what a deletion mode left on every forensic surface of a unit's forgotten store.
+``unit_done`` (:class:`UnitDone`)
+    the fsync'd marker after a unit's records, with its LLM call and token counts.
+
+The sweep validates every record against its model before it writes it
+(:func:`validate_record`), so the file's schema is this module, not prose.
+
+The one rule for a damaged file (:func:`load_records`): a unit's records are written
+together, then its ``unit_done`` marker. A unit without a marker (a kill cut it
+short) or with a line that does not parse, or that is not a valid record, is *not
+done*: its records are left out and ``memkit sweep --resume`` runs it again; every
+other unit is kept, wherever the damage is. Readers of a finished run
+(:func:`read_run`: compare, the report, the judge) apply the same rule and say how
+many lines were damaged instead of failing or silently skipping.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+__all__ = [
+    "CallRecord",
+    "CanaryRecord",
+    "ForensicsRecord",
+    "Run",
+    "UnitDone",
+    "load_records",
+    "parse_record",
+    "read_run",
+    "validate_record",
+]
+
+
+class _Record(BaseModel):
+    # Readers keep fields they do not know (a later memkit may add some); the writer
+    # validates the fields named here.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class CallRecord(_Record):
+    """One scored call: a question or a probe through the design's read graph.
+
+    Attributes:
+        design, unit, question_id, question_type, S: what ran (``unit`` is
+            ``question_id::S{S}``).
+        k: retrieval breadth; ``phase``: ``main`` or ``forget``; ``mode``: the deletion
+            mode (``None`` in the main phase); ``tier``: the tier retrieval was
+            restricted to after a forget (``None``: the design's tiers).
+        query_kind: ``question`` or ``probe``; ``level``, ``template_id``: the probe's.
+        query, response, expected: texts (``expected`` is the gold answer for a
+            question, the canary for a probe).
+        correct, correct_study: PR's rules on a question (``lme`` default, ``study``).
+        extraction: ``{"exact", "normalized", "partial"}`` for a probe (docs/metrics.md, AER).
+        context_exposed: the canary was in the retrieved context.
+        retrieved_ids, retrieved_tiers: the context, best first.
+        latency_s: wall seconds of the respond call (0 for a reused response).
+    """
+
+    type: Literal["call"]
+    design: str = "study"
+    unit: str
+    question_id: str
+    question_type: str | None = None
+    S: int
+    k: int = Field(ge=1)
+    phase: Literal["main", "forget"]
+    mode: str | None = None
+    tier: str | None = None
+    query_kind: Literal["question", "probe"]
+    level: str | None = None
+    template_id: str | None = None
+    query: str | None = None
+    response: Any = None
+    expected: Any = None
+    correct: bool | None = None
+    correct_study: bool | None = None
+    extraction: dict[str, Any] | None = None
+    context_exposed: bool = False
+    retrieved_ids: list[str] = Field(default_factory=list)
+    retrieved_tiers: list[str] = Field(default_factory=list)
+    latency_s: float = 0.0
+
+
+class CanaryRecord(_Record):
+    """The canary planted in a unit's instance: ``value`` in turn ``turn_index`` of
+    session ``session_id`` (:func:`memkit.canaries.plant`)."""
+
+    type: Literal["canary"]
+    design: str = "study"
+    unit: str
+    question_id: str
+    S: int
+    session_id: str | None = None
+    turn_index: int | None = None
+    value: str
+
+
+class ForensicsRecord(_Record):
+    """What deletion mode ``mode`` left on each forensic surface of a unit.
+
+    Attributes:
+        counts: ``{surface: copies}`` (:meth:`memkit.residue.ResidueReport.counts`).
+        unchecked: surfaces that could not be checked (never counted as 0).
+        changed: what the forget deleted, redacted or created per tier, the cache
+            entries it purged and the store's bytes before and after.
+    """
+
+    type: Literal["forensics"]
+    design: str = "study"
+    unit: str
+    question_id: str
+    S: int
+    mode: str
+    counts: dict[str, int]
+    unchecked: list[str] = Field(default_factory=list)
+    changed: dict[str, Any] = Field(default_factory=dict)
+
+
+class UnitDone(_Record):
+    """The marker after a unit's records: ``llm_calls`` sent, ``cache_hits``, and
+    ``tokens`` per phase and model (:func:`memkit.models.token_usage`)."""
+
+    type: Literal["unit_done"]
+    unit: str
+    llm_calls: int = 0
+    cache_hits: int = 0
+    tokens: dict[str, Any] = Field(default_factory=dict)
+
+
+Record = Annotated[CallRecord | CanaryRecord | ForensicsRecord | UnitDone, Field(discriminator="type")]
+_RECORD = TypeAdapter(Record)
+
+
+def parse_record(obj: dict[str, Any]) -> CallRecord | CanaryRecord | ForensicsRecord | UnitDone:
+    """The typed record of one ``results.jsonl`` object.
+
+    Raises:
+        ValueError: an unknown ``type`` or a field of the wrong shape (pydantic's
+            message names the field).
+    """
+    try:
+        return _RECORD.validate_python(obj)
+    except ValidationError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def validate_record(obj: dict[str, Any], where: str = "record") -> dict[str, Any]:
+    """Check ``obj`` against its record model before it is written; returns ``obj``
+    unchanged (the file keeps exactly the fields the writer gave).
+
+    Raises:
+        ValueError: naming ``where``, the record's type and the bad field.
+    """
+    try:
+        _RECORD.validate_python(obj)
+    except ValidationError as exc:
+        raise ValueError(f"{where}: not a valid {obj.get('type')!r} record: {exc}") from exc
+    return obj
+
+
+def load_records(path: str | Path) -> tuple[list[dict[str, Any]], set[str], list[int]]:
+    """Read ``results.jsonl``, keeping only records of completed, intact units (the
+    module's rule for a damaged file).
+
+    Returns:
+        ``(records, done_units, bad_lines)``: the kept records as dicts, ``unit_done``
+        markers included, in file order; their unit ids; and the 1-based numbers of
+        lines that did not parse or are not valid records.
+    """
+    path = Path(path)
+    records: list[dict[str, Any]] = []
+    done: set[str] = set()
+    bad: list[int] = []
+    if not path.exists():
+        return records, done, bad
+    pending: list[dict[str, Any]] = []
+    pending_bad = False
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                rec = json.loads(raw)
+                if not isinstance(rec, dict) or "type" not in rec or not raw.endswith(b"\n"):
+                    raise ValueError("not a record")
+                parse_record(rec)
+            except ValueError:
+                bad.append(lineno)
+                pending_bad = True
+                continue
+            if rec["type"] == "unit_done":
+                if not pending_bad and all(r.get("unit") == rec.get("unit") for r in pending):
+                    records += pending + [rec]
+                    done.add(rec["unit"])
+                pending, pending_bad = [], False
+            else:
+                pending.append(rec)
+    return records, done, bad
+
+
+@dataclass
+class Run:
+    """A finished run directory as its readers see it (:func:`read_run`).
+
+    Attributes:
+        dir: the directory.
+        config: ``config.json``; ``metrics``: ``metrics.json`` (``{}`` when not asked for).
+        records: the records of completed, intact units (:func:`load_records`).
+        bad_lines: line numbers of ``results.jsonl`` that are damaged (their units
+            are left out).
+    """
+
+    dir: Path
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    records: list[dict[str, Any]]
+    bad_lines: list[int] = field(default_factory=list)
+
+    def canaries(self) -> dict[str, str]:
+        """``{question_id: canary value}`` from the ``canary`` records."""
+        return {r["question_id"]: r["value"] for r in self.records if r["type"] == "canary"}
+
+    def calls(self, phase: str | None = None) -> list[dict[str, Any]]:
+        """The ``call`` records (of ``phase`` when given)."""
+        return [r for r in self.records if r["type"] == "call" and (phase is None or r["phase"] == phase)]
+
+    def damage_note(self) -> str | None:
+        """One sentence on damaged lines, or ``None`` when there are none."""
+        if not self.bad_lines:
+            return None
+        shown = ", ".join(map(str, self.bad_lines[:10])) + (" ..." if len(self.bad_lines) > 10 else "")
+        return (f"{self.dir / 'results.jsonl'}: lines {shown} are damaged; the units they belong to "
+                f"are left out (`memkit sweep --resume --out {self.dir}` with the run's options runs them again)")
+
+
+def read_run(run_dir: str | Path, *, need: tuple[str, ...] = ("config.json", "results.jsonl"),
+             metrics: bool = False) -> Run:
+    """The one reader of a run directory.
+
+    Args:
+        run_dir: a sweep output directory.
+        need: files that must exist.
+        metrics: also read ``metrics.json`` (then it must exist too).
+
+    Raises:
+        FileNotFoundError: a needed file is missing (the message names it).
+        ValueError: ``config.json`` or ``metrics.json`` is not JSON (file named).
+    """
+    d = Path(run_dir)
+    names = tuple(need) + (("metrics.json",) if metrics and "metrics.json" not in need else ())
+    for name in names:
+        if not (d / name).is_file():
+            raise FileNotFoundError(f"{d / name} does not exist: {d} is not a finished memkit sweep")
+
+    def _json(name: str) -> dict[str, Any]:
+        path = d / name
+        if not path.is_file():
+            return {}
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{path} is not JSON ({exc})") from exc
+
+    records, _, bad = load_records(d / "results.jsonl")
+    return Run(dir=d, config=_json("config.json"), metrics=_json("metrics.json") if metrics else {},
+               records=records, bad_lines=bad)
