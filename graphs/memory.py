@@ -1,6 +1,6 @@
 """memkit's memory pipeline as LangGraph graphs: write -> summarize, retrieve -> respond.
 
-DESIGN.md, The pipeline (after arXiv 2606.10062, Setup):
+docs/design.md, "The pipeline" (after arXiv 2606.10062, Setup):
 
 * **write path**, once per session: ``write`` stores each user turn as a ``raw``
   chunk (metadata: namespace, session_id, turn_index, date), then ``summarize``
@@ -315,6 +315,16 @@ def _need(state: dict[str, Any], key: str, graph: str) -> Any:
     return state[key]
 
 
+def _pipeline(state: type, steps: list[tuple[str, Any]], *, name: str) -> Any:
+    """A compiled graph running ``steps`` (``(node name, function)``) one after another
+    from START to END over ``state``."""
+    graph = StateGraph(state)
+    graph.add_sequence(steps)
+    graph.add_edge(START, steps[0][0])
+    graph.add_edge(steps[-1][0], END)
+    return graph.compile(name=name)
+
+
 def build_write_graph(
     store: TieredMemoryStore,
     summarizer: Summarizer | None = None,
@@ -380,13 +390,7 @@ def build_write_graph(
             done.append({**out, "summary_ids": ids})
         return {"summary_ids": [i for o in done for i in o["summary_ids"]], "by_session": done}
 
-    graph = StateGraph(WriteState)
-    graph.add_node("write", write)
-    graph.add_node("summarize", summarize)
-    graph.add_edge(START, "write")
-    graph.add_edge("write", "summarize")
-    graph.add_edge("summarize", END)
-    return graph.compile(name="memkit-write")
+    return _pipeline(WriteState, [("write", write), ("summarize", summarize)], name="memkit-write")
 
 
 def build_read_graph(
@@ -422,13 +426,7 @@ def build_read_graph(
     def respond_node(state: ReadState) -> dict[str, Any]:
         return {"response": respond(respond_fn, state["query"], state["chunks"])}
 
-    graph = StateGraph(ReadState)
-    graph.add_node("retrieve", retrieve_node)
-    graph.add_node("respond", respond_node)
-    graph.add_edge(START, "retrieve")
-    graph.add_edge("retrieve", "respond")
-    graph.add_edge("respond", END)
-    return graph.compile(name="memkit-read")
+    return _pipeline(ReadState, [("retrieve", retrieve_node), ("respond", respond_node)], name="memkit-read")
 
 
 _SERVED = ("default_store_dir", "default_store", "default_cache", "default_write_graph",

@@ -1,7 +1,7 @@
 """The swappable nodes of memkit's memory graphs and their default implementations.
 
 A node is a plain callable; the graph builders in :mod:`graphs.memory` take one per
-step (DESIGN.md, The pipeline), so a user swaps a writer, summarizer, retriever or
+step (docs/design.md, "The pipeline"), so a user swaps a writer, summarizer, retriever or
 responder without touching the rest:
 
 * :data:`Writer` -- ``(namespace, session_id, date, turns) -> list[Chunk]`` (raw chunks);
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 SUMMARY_LEVELS = (0, 1, 2)
-"""Summary levels S (DESIGN.md vocabulary): 0 raw turns, 1 key facts, 2 one sentence."""
+"""Summary levels S (docs/design.md, "Vocabulary"): 0 raw turns, 1 key facts, 2 one sentence."""
 
 Turn = str | Mapping[str, Any] | Any
 """A turn: a LongMemEval dict ``{"role", "content", "has_answer"?}``, an object with those

@@ -1,4 +1,4 @@
-"""Prompts of memkit's LLM nodes and the parsers of their outputs (DESIGN.md, The pipeline).
+"""Prompts of memkit's LLM nodes and the parsers of their outputs (docs/design.md, "The pipeline").
 
 Five LangChain :class:`~langchain_core.prompts.ChatPromptTemplate`\\ s, one per call an
 LLM backend makes:

@@ -1,4 +1,4 @@
-"""SQLite cache of LLM generations (a residue surface, DESIGN.md, Forget).
+"""SQLite cache of LLM generations (a residue surface, docs/design.md, "Forget").
 
 :class:`LLMCache` is a LangChain :class:`~langchain_core.caches.BaseCache`: pass it as
 ``cache=`` to a chat model and a prompt already answered is never sent again

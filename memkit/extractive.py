@@ -27,7 +27,7 @@ section headers are defined here (``memkit`` never imports ``graphs``) and the
 prompt module imports them. The chat-model route gives exactly the result of the
 plain functions on the same inputs (tests/test_extractive.py checks it).
 
-Rolling re-summarization (DESIGN.md, Forget, ``raw_plus_resummarize``): given the
+Rolling re-summarization (docs/design.md, "Forget", ``raw_plus_resummarize``): given the
 prior summary as context, :func:`key_facts` carries the prior facts forward and
 adds the new ones, and :func:`central_sentence` lets the prior sentence compete
 with the session's sentences -- as an LLM asked to *update* a summary does.
