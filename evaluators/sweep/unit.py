@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluators.metrics import answers_correct
-from evaluators.probes import LEVELS, extracted, probes_for
+from evaluators.probes import extracted
+from evaluators.protocol import probe_queries, score_questions
 from evaluators.sweep.config import SweepConfig, unit_collection, unit_id
 from evaluators.sweep.read_path import ReadPath, Responses, shared_model
 from graphs.designs import MemoryDesign, resolve_design
@@ -22,11 +22,6 @@ from memkit.canaries import plant
 from memkit.longmemeval import Instance
 from memkit.models import token_usage
 from memkit.store import TIERS, TieredMemoryStore
-
-
-def _probe_list(kind: str = "token") -> list[tuple[str, str, str]]:
-    by_level = probes_for(kind)
-    return [(p.level, p.id, p.text) for lv in LEVELS for p in by_level[lv]]
 
 
 def _calls_for_queries(
@@ -74,20 +69,6 @@ def _calls_for_queries(
     return out
 
 
-def _score_questions(records: list[dict[str, Any]]) -> None:
-    qs = [r for r in records if r["query_kind"] == "question"]
-    if qs:
-        args = ([r["response"] for r in qs], [r["expected"] for r in qs])
-        meta = {
-            "question_ids": [r.get("question_id") for r in qs],
-            "question_types": [r.get("question_type") for r in qs],
-            "questions": [r.get("query") for r in qs],
-        }
-        flags = answers_correct(*args, **meta)  # the default rule ("lme")
-        study = answers_correct(*args, rule="study")
-        for r, ok, ok_study in zip(qs, flags, study, strict=True):
-            r["correct"] = bool(ok)
-            r["correct_study"] = bool(ok_study)
 
 
 def run_unit(
@@ -165,7 +146,7 @@ def run_unit(
             write_sessions(write, namespace, list(planted.sessions()), S)
         tokens["write"] = usage.by_model
         questions = [("question", None, None, instance.question)]
-        probes = [("probe", lv, tid, text) for lv, tid, text in _probe_list()]
+        probes = [("probe", lv, tid, text) for lv, tid, text in probe_queries()]
         with token_usage() as usage:
             main = _calls_for_queries(
                 base={**base, "phase": "main", "mode": None, "tier": None},
@@ -190,7 +171,7 @@ def run_unit(
         tokens["forget"] = usage.by_model
     finally:
         store.close()
-    _score_questions([r for r in records if r["type"] == "call"])
+    score_questions([r for r in records if r["type"] == "call"])
     counts: dict[str, Any] = {"llm_calls": cache.misses if cache else 0, "cache_hits": cache.hits if cache else 0,
                               "tokens": {phase: by_model for phase, by_model in tokens.items() if by_model}}
     return records, counts
