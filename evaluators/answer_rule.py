@@ -446,13 +446,21 @@ _GUESS = re.compile(
 )
 """Cues of a guess ("maybe", "I think", "might be" …): what follows them is offered as
 the answer."""
-_STATES = re.compile(r"(?:\b(?:is|was|are|were|be|been|called|named)\b|'s\b)", re.IGNORECASE)
-"""A verb that states a value ("your cat is called Miso", "it's the blue one")."""
+_STATES = re.compile(r"(?:\b(?:is|was|are|were|be|been|called|named)\b|'(?:s|re)\b)", re.IGNORECASE)
+"""A verb that states a value ("your cat is called Miso", "it's the blue one", "you're
+on the last chapter")."""
 _GUESS_OBJECT = re.compile(
     r"^\s*(?:,\s*)?(?:the|a|an|your|around|about|roughly|approximately|some|at\s+least)\b", re.IGNORECASE
 )
 """A guess cue followed directly by a noun phrase ("maybe the blue one", "probably
 around 100")."""
+_WHERE = re.compile(
+    r"\s*(?:(?:written|saved|stored|listed|noted|recorded|somewhere)\s+)?(?:in|on|at|inside)\s+"
+    r"(?:(?:your|the|our|my|one\s+of\s+(?:your|our|the))\s+)?(?:notes?|messages?|chats?|history|records?|"
+    r"conversations?|memor(?:y|ies)|diary|journal|calendar|files?|e-?mails?|phone|papers|documents?)\b",
+    re.IGNORECASE,
+)
+"""After a stating verb, where to look rather than a value ("maybe it's in your notes")."""
 _NAME_TOKEN = re.compile(r"(?<![\w'])([A-Z][^\W\d_]*)(?![\w])(?!'(?!s\b))")
 """A capitalised word not inside a contraction ("I'm" is no name; "Miso's" is)."""
 _NOT_A_VALUE = frozenset(
@@ -487,7 +495,8 @@ def _offers_value(clause: str, sentence_guess: bool, question_stems: frozenset[s
     for m in _GUESS.finditer(clause):
         rest = clause[m.end():]
         verb = _STATES.search(rest)
-        if verb and any(value_word(t) for t in _raw_tokens(rest[verb.end():])):
+        if verb and not _WHERE.match(rest[verb.end():]) \
+                and any(value_word(t) for t in _raw_tokens(rest[verb.end():])):
             return True
         if _GUESS_OBJECT.match(rest) and any(value_word(t) for t in _raw_tokens(rest)):
             return True
@@ -513,8 +522,9 @@ def abstains(text: str, question: str | None = None) -> bool:
       …; a sentence's first word counts only in a sentence with a guess cue), or
     - guesses: a cue (``maybe``, ``perhaps``, ``probably``, ``possibly``, ``likely``,
       ``I think``/``believe``/``guess``, ``my guess``, ``I'd say``, ``might``/``could``/
-      ``may``/``must be``) followed by a stating verb (``is``, ``'s``, ``was``,
-      ``called``, ``named`` …) and a content word, or directly by a noun phrase
+      ``may``/``must be``) followed by a stating verb (``is``, ``'s``, ``'re``, ``was``,
+      ``called``, ``named`` …) and a content word (not a place to look: "maybe it's in
+      your notes" offers none), or directly by a noun phrase
       (``the``, ``a``, ``your``, ``around`` … and a content word): "I don't remember
       exactly, but maybe your cat is called Miso."
 
