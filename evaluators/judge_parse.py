@@ -9,10 +9,10 @@ the last such statement. Steps of :func:`parse_verdict`, in order:
 
 1. **Reasoning blocks.** ``<think>…</think>`` is removed, an unclosed ``<think>`` up
    to the end, and everything before a ``</think>`` that has no opening tag.
-2. **Structured replies.** A key ``"correct"``/``"is_correct"``/``"verdict"``/
-   ``"answer"`` (JSON, quoted or not, ``:`` or ``=``) with ``true``/``false``/
-   ``"yes"``/``"no"`` decides alone (the last such key; the words of a ``reason`` do
-   not count).
+2. **Structured replies.** A quoted (JSON) key ``"correct"``/``"is_correct"``/
+   ``"verdict"``/``"answer"`` with ``true``/``false``/``"yes"``/``"no"``, or an
+   unquoted ``correct``/``is_correct`` ``:``/``=`` ``true``/``false``, decides alone
+   (the last such key; the words of a ``reason`` do not count).
 3. **Markup.** Markdown emphasis, code ticks, headings and quotes are removed
    (``**No**``, ``"yes"``, ``\\boxed{no}``); the text is NFKC-normalised.
 4. **Echoes.** A pair of verdict words naming the choice (``yes or no``, ``yes/no``,
@@ -28,15 +28,15 @@ the last such statement. Steps of :func:`parse_verdict`, in order:
    Italian, French, German, Portuguese, Dutch, Russian, Japanese, Chinese; a judge that
    answers in the conversation's language): a verdict word counts only where it is
    stated as a verdict, i.e. (a) it starts the text, a line or a sentence, or follows
-   a comma, a colon, a bracket, a dash or ``=`` or a lead-in (``so``, ``but``, ``thus``, ``therefore``,
-   ``hence``, ``then``, ``is``, ``be``, ``say``, ``answer``, ``verdict``, ``judgement``,
-   ``grade``, ``decision``, ``result``, ``final``), and (b) it ends the text or is
-   followed by punctuation, a dash, or a word opening a reason or clause (``because``,
-   ``since``, ``as``, ``given``, ``the``, ``it``, ``this``, ``that``, ``they``,
-   ``there``, ``its``, ``i``, ``we``, ``you``, ``he``, ``she``). A sentence-initial
-   ``Yes``/``Sí``/``Oui``/``Ja`` … may be followed by anything (not bare ``si``,
-   Spanish "if"). So "No information was
-   given" and "there is no match" state no verdict, "No, the reply says 19 days" does.
+   a comma, a colon, a bracket, a dash or ``=`` or a lead-in (``so``, ``but``,
+   ``thus``, ``therefore``, ``hence``, ``then``, ``is``, ``be``, ``say``, ``answer``,
+   ``verdict``, ``judgement``, ``grade``, ``decision``, ``result``, ``final``), and (b)
+   it ends the text or is followed by punctuation, a dash, or a word opening a reason
+   or clause (``because``, ``since``, ``as``, ``given``, ``the``, ``it``, ``this``,
+   ``that``, ``they``, ``there``, ``its``, ``i``, ``we``, ``you``, ``he``, ``she``). A
+   sentence-initial ``Yes``/``Sí``/``Oui``/``Ja`` … may be followed by anything (not
+   bare ``si``, Spanish "if"). So "No information was given" and "there is no match"
+   state no verdict, "No, the reply says 19 days" does.
 7. **Labelled words.** After a label (``Answer:``, ``Verdict:``, ``Judgement:``,
    ``Grade:``, ``Final answer:`` …) or as the whole reply, ``correct``/``true``/
    ``right`` are yes and ``incorrect``/``false``/``wrong`` no; "the reply/response/
@@ -66,7 +66,8 @@ _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _THINK_OPEN = re.compile(r"<think>.*\Z", re.S | re.I)
 _THINK_CLOSE = re.compile(r"\A.*?</think>", re.S | re.I)
 _JSON_VERDICT = re.compile(
-    r"""["']?(?:correct|is_correct|verdict|answer)["']?\s*[:=]\s*(true|false|["']?(?:yes|no|true|false)["']?)""",
+    r"""["'](?:correct|is_correct|verdict|answer)["']\s*:\s*(true|false|["'](?:yes|no|true|false)["'])"""
+    r"""|\b(?:correct|is_correct)\s*[:=]\s*(true|false)\b""",
     re.I,
 )
 _MARKUP = re.compile(r"\*\*|__|`+|^#+\s*|\\boxed|\\text", re.M)
@@ -144,7 +145,7 @@ def parse_verdict(reply: str) -> bool | None:
     if not isinstance(reply, str):
         raise TypeError(f"parse_verdict: reply must be a string, got {type(reply).__name__}")
     text = _strip(reply)
-    keyed = _JSON_VERDICT.findall(text)
+    keyed = [a or b for a, b in _JSON_VERDICT.findall(text)]
     if keyed:  # a structured reply: its key decides, not the words of its reason
         return keyed[-1].strip("\"'").lower() in _POSITIVE
     events: list[tuple[int, bool]] = []

@@ -58,6 +58,7 @@ REPLIES: list[tuple[str, bool | None]] = [
     ('{"correct": false, "reason": "Yes, it mentions 38, but 35 is given as current."}', False),
     ('{"correct": true, "reason": "No discrepancy."}', True),
     ('{"correct": tr', None),
+    ("Answer: no, wait, on reflection the reply is right. Yes.", True),  # a label is no JSON key
     # other languages (a judge answering in the conversation's language)
     ("Sí.", True),
     ("Non, la réponse donne 12 jours.", False),
