@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from sklearn.metrics import cohen_kappa_score
 
 from evaluators.judge_parse import parse_verdict
@@ -198,12 +198,13 @@ class JudgeVerdict:
     Attributes:
         correct: the verdict; ``None`` when the reply had no clear verdict (unparsed).
         method: ``"structured"`` (the model filled :class:`StructuredVerdict`, or its
-            raw structured reply was read by :func:`parse_verdict`) or ``"text"`` (the
-            one-word prompt, read by :func:`parse_verdict`).
+            reply to the structured prompt was read by :func:`parse_verdict`) or
+            ``"text"`` (the one-word prompt, read by :func:`parse_verdict`).
         reply: the model's reply text (for a parsed structured reply, its JSON).
         reason: the structured ``reason``; ``None`` on the text path.
-        structured_error: why the structured call failed before the text fallback
-            (exception type and message), else ``None``.
+        structured_error: why the structured call failed (exception type and
+            message; its reply was then read as text, or the one-word prompt asked),
+            else ``None``.
     """
 
     correct: bool | None
@@ -241,6 +242,24 @@ def _structured(model: BaseChatModel, prompt: str) -> JudgeVerdict:
     return JudgeVerdict(parse_verdict(text), "structured", text)
 
 
+def _reply_of_error(exc: Exception) -> str | None:
+    """The reply text a failed structured call carries, if any: the completion of
+    openai's ``LengthFinishReasonError`` (a reply cut by ``max_tokens``; its
+    ``"correct"`` key comes first) or the input of pydantic's JSON ``ValidationError``
+    (a server that ignored the schema and answered in words)."""
+    completion = getattr(exc, "completion", None)
+    if completion is not None:
+        try:
+            return str(completion.choices[0].message.content or "")
+        except (AttributeError, IndexError, TypeError):
+            return None
+    if isinstance(exc, ValidationError):
+        for err in exc.errors():
+            if isinstance(err.get("input"), str):
+                return err["input"]
+    return None
+
+
 def judge_verdict(
     model: BaseChatModel,
     question: str,
@@ -255,12 +274,14 @@ def judge_verdict(
 
     With ``structured`` not ``False`` the judge is asked through
     ``model.with_structured_output(StructuredVerdict, include_raw=True)`` (the provider's
-    JSON schema / tool calling) with :func:`judge_prompt` ``(structured=True)``. A model
-    without structured output (``NotImplementedError``) or a structured call that fails
-    (a server that rejects the schema, invalid JSON, a reply cut by ``max_tokens``) is
-    asked again with the one-word prompt, and that reply is read by
-    :func:`parse_verdict`. A structured reply the provider could not parse is read by
-    :func:`parse_verdict` too (a ``"correct": true`` key counts).
+    JSON schema / tool calling) with :func:`judge_prompt` ``(structured=True)``. A
+    structured reply the provider could not parse (JSON cut by ``max_tokens``, a server
+    that ignored the schema and answered in words) is read by :func:`parse_verdict`
+    (a ``"correct": true`` key counts, and so does a final explicit yes/no). A model
+    without structured output (``NotImplementedError``), or a structured call that
+    fails with no verdict to read (a server that rejects the schema, a reply with no
+    clear verdict), is asked again with the one-word prompt, and that reply is read by
+    :func:`parse_verdict`.
 
     Args:
         model: any LangChain chat model (Ollama, OpenAI-compatible, llama.cpp …).
@@ -285,6 +306,9 @@ def judge_verdict(
             error = None  # no structured output for this model: the documented fallback
         except Exception as exc:  # noqa: BLE001 - any failure of the structured call falls back
             error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            raw = _reply_of_error(exc)
+            if raw is not None and (verdict := parse_verdict(raw)) is not None:
+                return JudgeVerdict(verdict, "structured", raw, structured_error=error)
     prompt = judge_prompt(question, answer, expected, question_type, question_id)
     reply = _reply_text(model.invoke([HumanMessage(content=prompt)]))
     return JudgeVerdict(parse_verdict(reply), "text", reply, structured_error=error)

@@ -24,9 +24,10 @@ read as yes or no, and left out of ``PR_judge`` and the agreement. Writes:
   judge's reply; ``method`` counts the verdicts read each way;
 - the report again (``report.md``/``report.html`` gain a rule–judge table).
 
-Structured output is tried on the first answer; once a structured call fails (the
-provider rejects the schema, or its reply is not the schema's JSON) the rest of the run
-uses the one-word prompt (:func:`evaluators.judge.judge_verdict` falls back per answer).
+Structured output is tried first; once an answer had to be asked with the one-word
+prompt (a model without structured output, or a structured call that failed with no
+verdict to read: :func:`evaluators.judge.judge_verdict`), the rest of the run uses the
+one-word prompt only.
 
 ``hypotheses.jsonl`` is not touched.
 """

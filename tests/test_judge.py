@@ -44,17 +44,44 @@ def test_structured_verdict_through_an_openai_compatible_api():
 @pytest.mark.parametrize(
     ("reply", "verdict"),
     [("Yes or no: no", False), ("The reply gives 35, not 38, so I cannot say yes. No.", False),
-     ("**Yes**", True), ("I cannot decide.", None)],
+     ("**Yes**", True), ("correct: false, reason: 35 is current", False)],
 )
-def test_a_server_without_the_schema_falls_back_to_the_one_word_prompt(reply, verdict):
+def test_a_server_that_ignores_the_schema_is_read_from_its_words(reply, verdict):
     with FakeOpenAIServer(reply=reply) as server:  # replies text whatever was asked
         v = judge_verdict(_judge(server), Q, A, REF, QTYPE)
-    assert (v.correct, v.method, v.reply) == (verdict, "text", reply)
-    assert v.unparsed is (verdict is None)
+    assert (v.correct, v.method, v.reply) == (verdict, "structured", reply)
     assert v.structured_error.startswith("ValidationError")  # the reply was not the schema's JSON
+    assert len(server.requests) == 1 and "response_format" in server.requests[0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reply", ["I cannot decide.", "Yes or no", '{"correct": tr'])
+def test_no_verdict_to_the_structured_prompt_asks_the_one_word_prompt(reply):
+    with FakeOpenAIServer(reply=reply) as server:
+        v = judge_verdict(_judge(server), Q, A, REF, QTYPE)
+    assert (v.correct, v.method, v.reply, v.unparsed) == (None, "text", reply, True)
+    assert v.structured_error.startswith("ValidationError")
     first, second = server.requests
     assert "response_format" in first and "response_format" not in second
     assert second["messages"][-1]["content"] == judge_prompt(Q, A, REF, QTYPE)
+
+
+def test_a_reply_cut_by_max_tokens_keeps_its_verdict_key():
+    """openai's LengthFinishReasonError (raised by the real client when finish_reason is
+    "length") carries the cut reply; the verdict key comes first in the schema."""
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    from evaluators.judge import _reply_of_error
+
+    cut = ChatCompletion.model_validate({
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "length",
+                     "message": {"role": "assistant", "content": '{"correct": false, "rea'}}],
+    })
+    raw = _reply_of_error(openai.LengthFinishReasonError(completion=cut))
+    assert raw == '{"correct": false, "rea'
+    assert _reply_of_error(RuntimeError("connection refused")) is None
 
 
 @pytest.mark.timeout(60)

@@ -147,20 +147,32 @@ def test_judge_a_real_run_through_an_openai_compatible_server(finished_run, tmp_
     out = _copy(finished_run, tmp_path)
     hyps_before = (out / "hypotheses.jsonl").read_bytes()
     monkeypatch.setenv("MEMKIT_TEST_JUDGE_KEY", "not-needed")
+    metrics_before = (out / "metrics.json").read_bytes()
     res = CliRunner().invoke(_app(), [
         "judge", str(out), "--model", "openai:gemma", "--base-url", llama_server,
         "--api-key-env", "MEMKIT_TEST_JUDGE_KEY", "--max-tokens", "8",
     ])
-    assert res.exit_code == 0, res.output
-    assert "lme: accuracy" in res.output and "study: accuracy" in res.output
     rows = [json.loads(line) for line in (out / "judge.jsonl").read_text().splitlines()]
     assert len(rows) == 8  # one distinct answer per question (one S, one k)
+    # every reply is kept, and read by the documented parse (structured output is tried
+    # first: llama.cpp's server constrains it to the schema, cut here by --max-tokens)
+    assert all(isinstance(r["judge_reply"], str) for r in rows)
+    assert all(r["judge"] is parse_verdict(r["judge_reply"]) for r in rows if r["judge_method"] == "text")
+    judged = [r for r in rows if r["judge"] is not None]  # unparsed replies are counted apart
+    if not judged:
+        # gemma3-270m often echoes the prompt ("You are grading an assistant's reply"):
+        # no verdict is read into such replies, and the run says so instead of scoring
+        assert res.exit_code == 2 and "no clear verdict for any of the 8 answers" in res.output
+        assert (out / "metrics.json").read_bytes() == metrics_before
+        assert (out / "hypotheses.jsonl").read_bytes() == hyps_before
+        return
+    assert res.exit_code == 0, res.output
+    assert "lme: accuracy" in res.output and "study: accuracy" in res.output
     block = json.loads((out / "metrics.json").read_text())["judge"]
     assert block["model"] == "openai:gemma" and block["n_answers"] == 8
     judged = [r for r in rows if r["judge"] is not None]  # unparsed replies are counted apart
     assert f"{8 - len(judged)} of 8 judge replies unparsed" in res.output
     assert block["n_judged"] == len(judged) and block["n_unparsed"] == 8 - len(judged)
-    assert all(r["judge"] is parse_verdict(r["judge_reply"]) for r in rows if r["judge_method"] == "text")
     n = len(judged)
     assert block["PR_judge"] == pytest.approx(sum(r["judge"] for r in judged) / n)
     for rule in ("lme", "study"):
