@@ -229,8 +229,10 @@ def _reply_text(message: object) -> str:
 
 
 def _structured(model: BaseChatModel, prompt: str) -> JudgeVerdict:
-    """One structured call; raises NotImplementedError when the model has no structured
-    output, and whatever the provider raises when the call fails."""
+    """One structured call (``correct`` is ``None`` when neither the provider's parser
+    nor :func:`parse_verdict` found a verdict); raises NotImplementedError when the
+    model has no structured output, and whatever the provider raises when the call
+    fails."""
     runnable = model.with_structured_output(StructuredVerdict, include_raw=True)
     out = runnable.invoke([HumanMessage(content=prompt)])
     parsed, raw = out.get("parsed"), out.get("raw")
@@ -301,7 +303,10 @@ def judge_verdict(
     if structured is not False:
         prompt = judge_prompt(question, answer, expected, question_type, question_id, structured=True)
         try:
-            return _structured(model, prompt)
+            v = _structured(model, prompt)
+            if v.correct is not None:
+                return v
+            error = f"no clear verdict in the structured reply {v.reply[:200]!r}"
         except NotImplementedError:
             error = None  # no structured output for this model: the documented fallback
         except Exception as exc:  # noqa: BLE001 - any failure of the structured call falls back

@@ -101,3 +101,30 @@ def test_a_model_without_structured_output_is_read_from_text():
         judge_correct(GenericFakeChatModel(messages=iter([AIMessage(content="Yes or no")])), Q, A, REF, QTYPE)
     unclear = GenericFakeChatModel(messages=iter([AIMessage(content="Probably yes")]))
     assert judge_correct(unclear, Q, A, REF, QTYPE, on_unparsed="false") is False
+
+
+class FakeParserFailingJudge(GenericFakeChatModel):
+    """A FAKE model whose structured output comes back unparsed by the provider's parser
+    (``include_raw``: ``parsed`` None), as ChatOllama's does when the model ignores the
+    schema; its plain replies come from the script."""
+
+    structured_reply: str = ""
+
+    def with_structured_output(self, schema, *, include_raw=False, **kwargs):
+        from langchain_core.runnables import RunnableLambda
+
+        raw = AIMessage(content=self.structured_reply)
+        return RunnableLambda(lambda _: {"raw": raw, "parsed": None, "parsing_error": ValueError("no JSON")})
+
+
+def test_an_unparsed_structured_reply_is_read_then_asked_again_in_one_word():
+    # the structured reply states a verdict in words: read, no second call
+    model = FakeParserFailingJudge(structured_reply="Final answer: no", messages=iter([]))
+    v = judge_verdict(model, Q, A, REF, QTYPE)
+    assert (v.correct, v.method, v.structured_error) == (False, "structured", None)
+    # no verdict in it: the one-word prompt is asked, and its reply read
+    model = FakeParserFailingJudge(structured_reply='{"reason": "unsure"}',
+                                   messages=iter([AIMessage(content="Yes.")]))
+    v = judge_verdict(model, Q, A, REF, QTYPE)
+    assert (v.correct, v.method, v.reply) == (True, "text", "Yes.")
+    assert v.structured_error.startswith("no clear verdict in the structured reply")
