@@ -15,9 +15,11 @@ out every form and cue):
 
 1. **Abstention** (:func:`abstains`): for a question id ending ``_abs`` the answer is
    correct iff it abstains (says the information is not available, was not mentioned,
-   was not shared, cannot be found, or that it does not know); any specific answer is
-   wrong, and a doubt beside a specific numeric answer is no abstention. For other
-   questions an abstaining answer is never rescued by the cosine.
+   was not shared, cannot be found, or that it does not know) and declines to give
+   the fact; any specific answer is wrong, and so is a doubt beside a specific value:
+   a number, a name, or a guess ("I don't remember exactly, but maybe your cat is
+   called Miso."). For other questions an abstaining answer is never rescued by the
+   cosine.
 2. **Numbers** (:func:`normalize_numbers`): on both sides number words become digits
    (``text2num``'s ``alpha2digit``, threshold 0, piecewise on long texts), ordinals,
    money, percent, ``k``/``million``, ``and a half``, ``a dozen``, signs, clock times
@@ -57,8 +59,15 @@ out every form and cue):
    and use the user's information correctly).
 7. A reference without content words or numbers: its polar/quantifier word (``yes``,
    ``no``, ``both``, ``none`` …) must be in the answer; then the cosine alone decides.
+8. **Knowledge updates** (:func:`stale_value`, checked whenever steps 2 or 4 would say
+   correct for a ``knowledge-update`` question): the latest value is the answer, so an
+   answer that gives another value as current is wrong even when it mentions the
+   reference ("These days you drive a Honda Civic; the Toyota Corolla was your old
+   car." for "Toyota Corolla"): a clause with another value of the reference's kind
+   outranks (current > plain > past, by cues such as "now"/"these days" and "used
+   to"/"your old") every clause that holds the reference.
 
-Source: issue 13 and LongMemEval's official judging semantics (Wu et al., ICLR 2025,
+Source: issues 13 and 26 and LongMemEval's official judging semantics (Wu et al., ICLR 2025,
 ``src/evaluation/evaluate_qa.py``); the agreement set ``tests/data/pr_agreement.csv``
 and ``benchmarks/bench_pr_agreement.py`` measure the agreement.
 """
@@ -88,6 +97,7 @@ __all__ = [
     "normalize_numbers",
     "number_values",
     "offers_alternatives",
+    "stale_value",
 ]
 
 ANSWER_BEARING = frozenset(
@@ -369,26 +379,33 @@ def affirmed_tokens(text: str) -> list[str]:
     ``"I don't think you told me about the Ferrari"`` → ``["i"]``;
     ``"Not the Porsche, the Ferrari"`` → ``["ferrari"]`` and stop words are kept.
     """
+    return [stem for clause in _scoped_clauses(text) for _, stem, affirmed in clause if affirmed]
+
+
+def _scoped_clauses(text: str) -> list[list[tuple[str, str, bool]]]:
+    """:func:`affirmed_tokens` clause by clause: per clause, ``(token, stem, affirmed)``
+    for every token (``token`` with its case, after :func:`normalize_numbers`)."""
     text = normalize_numbers(text)
     text = _NOT_NEGATING.sub(" ", text)
     text = _REJECT_QUESTION.sub(lambda m: f"not {m.group(1)}. ", text)
     text = _INTERJECTION_NO.sub(r"\1", text)
     text = _REJECT_BEFORE.sub(" not ", text)
-    out: list[str] = []
+    out: list[list[tuple[str, str, bool]]] = []
     for clause in _CLAUSE.split(text):
         if clause is None:
             continue
         negated = bool(_REJECT_AFTER.search(clause))
         tokens = _raw_tokens(clause)
+        scoped = []
         for i, tok in enumerate(tokens):
             low = tok.lower()
             if low in _NEGATION_CUES:
-                if all(t.lower() in STOP_WORDS for t in tokens[i + 1 :]):
-                    out.append(_stem(tok))
+                # a cue followed only by stop words is the answer ("You have none.")
+                scoped.append((tok, _stem(tok), all(t.lower() in STOP_WORDS for t in tokens[i + 1 :])))
                 negated = True
                 continue
-            if not negated:
-                out.append(_stem(tok))
+            scoped.append((tok, _stem(tok), not negated))
+        out.append(scoped)
     return out
 
 
@@ -417,33 +434,132 @@ def key_words(reference: str) -> tuple[set[str], set[str]]:
     return content, key
 
 
+_SENTENCE = re.compile(r"[.;!?\n]+(?:\s|$)")
 _REPORTING = re.compile(r"\b(?:mention|told|tell|said|say|shar|talk|discuss)", re.IGNORECASE)
 
 
-def abstains(text: str) -> bool:
+_GUESS = re.compile(
+    r"\b(?:maybe|perhaps|probably|possibly|likely|presumably|i\s+(?:think|believe|guess|suspect|assume|reckon)"
+    r"|my\s+(?:best\s+)?guess|i'?d\s+(?:say|guess)|if\s+i\s+(?:had|have)\s+to\s+guess"
+    r"|(?:might|could|may|must)\s+(?:be|have\s+been))\b",
+    re.IGNORECASE,
+)
+"""Cues of a guess ("maybe", "I think", "might be" …): what follows them is offered as
+the answer."""
+_STATES = re.compile(r"(?:\b(?:is|was|are|were|be|been|called|named)\b|'(?:s|re)\b)", re.IGNORECASE)
+"""A verb that states a value ("your cat is called Miso", "it's the blue one", "you're
+on the last chapter")."""
+_GUESS_OBJECT = re.compile(
+    r"^\s*(?:,\s*)?(?:the|a|an|your|around|about|roughly|approximately|some|at\s+least)\b", re.IGNORECASE
+)
+"""A guess cue followed directly by a noun phrase ("maybe the blue one", "probably
+around 100")."""
+_WHERE = re.compile(
+    r"\s*(?:(?:written|saved|stored|listed|noted|recorded|somewhere)\s+)?(?:in|on|at|inside)\s+"
+    r"(?:(?:your|the|our|my|one\s+of\s+(?:your|our|the))\s+)?(?:notes?|messages?|chats?|history|records?|"
+    r"conversations?|memor(?:y|ies)|diary|journal|calendar|files?|e-?mails?|phone|papers|documents?)\b",
+    re.IGNORECASE,
+)
+"""After a stating verb, where to look rather than a value ("maybe it's in your notes")."""
+_NAME_TOKEN = re.compile(r"(?<![\w'])([A-Z][^\W\d_]*)(?![\w])(?!'(?!s\b))")
+"""A capitalised word not inside a contraction ("I'm" is no name; "Miso's" is)."""
+_NOT_A_VALUE = frozenset(
+    {
+        # discourse words that open a sentence, and the vocabulary of not knowing
+        "maybe", "perhaps", "probably", "possibly", "likely", "presumably", "sorry",
+        "unfortunately", "honestly", "actually", "well", "hmm", "oh", "ah", "yes", "okay",
+        "ok", "sure", "based", "according", "however", "still", "now", "currently",
+        "today", "remind", "recall", "remember", "know", "certain", "clear", "help", "ask",
+        "check", "exactly", "quite", "guess", "think", "believe", "suspect", "assume",
+        "reckon", "say", "said", "tell", "told", "mention", "mentioned", "share", "shared",
+    }
+)
+"""Words that are never the offered value of a guess or a hedged answer."""
+
+
+def _offers_value(clause: str, sentence_guess: bool, question_stems: frozenset[str]) -> bool:
+    """Whether a clause that does not itself abstain offers a specific value
+    (:func:`abstains`): a number, a name, or a guess stating a value."""
+
+    def value_word(tok: str) -> bool:
+        low = tok.lower()
+        return (low not in STOP_WORDS and low not in _NOT_A_VALUE and _stem(tok) not in question_stems
+                and not _REPORTING.match(low))
+
+    if any(_NUMBER.match(t) and _stem(t) not in question_stems for t in _raw_tokens(clause)):
+        return True
+    for m in _NAME_TOKEN.finditer(clause):
+        initial = not clause[: m.start()].strip()
+        if (not initial or sentence_guess) and value_word(m.group(1)):
+            return True
+    for m in _GUESS.finditer(clause):
+        rest = clause[m.end():]
+        verb = _STATES.search(rest)
+        if verb and not _WHERE.match(rest[verb.end():]) \
+                and any(value_word(t) for t in _raw_tokens(rest[verb.end():])):
+            return True
+        if _GUESS_OBJECT.match(rest) and any(value_word(t) for t in _raw_tokens(rest)):
+            return True
+    return False
+
+
+def abstains(text: str, question: str | None = None) -> bool:
     """Whether an answer abstains: says it does not know, that the information was not
     mentioned / is not available / is not enough, or that it cannot determine or find
     it (``_ABSTAIN``: "I don't know", "You didn't mention …", "There is no information
     …", "not enough information", "I'm not sure", "I can't determine …", "That's not
     something you've shared", "Nothing in our chats …", "I couldn't find …",
-    "It's impossible to tell", "Our conversations don't cover …").
+    "It's impossible to tell", "Our conversations don't cover …"), *and gives no
+    specific value* (declines to give the fact).
 
-    A statement of that kind next to a specific numeric answer ("You have 120 pages
-    left, though I don't know your reading speed") is not an abstention: the answer
-    abstains only when no clause without such a statement states a number, unless that
-    clause reports what was mentioned ("You mentioned 2 books but not your progress").
+    An answer that says so and then offers a value anyway is no abstention: a clause
+    (sentence punctuation, commas, ``but``/``though``/…) without such a statement that
 
-    LongMemEval counts such an answer correct for an abstention (``_abs``) question,
-    including one that names what *was* mentioned instead; any specific answer without
-    such a statement is wrong.
+    - states a number ("You have 120 pages left, though I don't know your reading
+      speed"),
+    - holds a name, a capitalised word that is not a stop word, not a word of the
+      question and not a discourse or memory word (``Maybe``, ``Sorry``, ``remember``
+      …; a sentence's first word counts only in a sentence with a guess cue), or
+    - guesses: a cue (``maybe``, ``perhaps``, ``probably``, ``possibly``, ``likely``,
+      ``I think``/``believe``/``guess``, ``my guess``, ``I'd say``, ``might``/``could``/
+      ``may``/``must be``) followed by a stating verb (``is``, ``'s``, ``'re``, ``was``,
+      ``called``, ``named`` …) and a content word (not a place to look: "maybe it's in
+      your notes" offers none), or directly by a noun phrase
+      (``the``, ``a``, ``your``, ``around`` … and a content word): "I don't remember
+      exactly, but maybe your cat is called Miso."
+
+    A number or a name in a clause that reports what *was* mentioned ("You mentioned 2
+    books but not your progress", "you only told me about your dog, Rex") is no value
+    offered, unless the clause guesses.
+
+    Args:
+        text: the answer.
+        question: the question; its words (stems) and numbers are never an offered
+            value ("What is my cat's name?": ``cat``, ``name``).
+
+    LongMemEval counts an abstaining answer correct for an abstention (``_abs``)
+    question, including one that names what *was* mentioned instead; any answer that
+    gives a specific value, hedged or not, is wrong (issue 26).
     """
     text = unicodedata.normalize("NFKC", text).replace("’", "'")
     if not _ABSTAIN.search(text):
         return False
-    for clause in _CLAUSE.split(normalize_numbers(text)):
-        if clause and not _ABSTAIN.search(clause) and not _REPORTING.search(clause) \
-                and any(_NUMBER.match(t) for t in _raw_tokens(clause)):
-            return False
+    question_stems = frozenset(_stem(t) for t in _raw_tokens(normalize_numbers(question or "")))
+    for sentence in _SENTENCE.split(normalize_numbers(text)):
+        sentence_guess = _GUESS.search(sentence) is not None
+        reported = False  # the previous clause of this sentence reports what was mentioned
+        for clause in _CLAUSE.split(sentence):
+            if not clause or not clause.strip():
+                continue
+            if _ABSTAIN.search(clause):
+                reported = False
+                continue
+            guess = _GUESS.search(clause) is not None
+            reporting = _REPORTING.search(clause) is not None
+            appositive = reported and len(_raw_tokens(clause)) <= 3
+            if (guess or not (reporting or appositive)) and _offers_value(clause, sentence_guess, question_stems):
+                return False
+            reported = reporting
     return True
 
 
@@ -457,7 +573,8 @@ class LmeVerdict:
             non-negated, in the answer (for abstention questions: the answer abstains).
         missing: reference stems / numbers not found (sorted).
         reason: which step decided (``abstention``, ``numbers``, ``words``,
-            ``partial``, ``preference``, ``cosine``, ``abstained``, ``missing``).
+            ``partial``, ``preference``, ``cosine``, ``abstained``, ``missing``,
+            ``alternatives``, ``stale``).
     """
 
     correct: bool
@@ -547,7 +664,6 @@ def _counted_noun(question: str) -> frozenset[str]:
 
 _DISJUNCTION = re.compile(r"\b(?:or|either|between|could\s+be|might\s+be)\b", re.IGNORECASE)
 _ITEM_SPLIT = re.compile(r",|/|\b(?:or|and|either|between)\b", re.IGNORECASE)
-_SENTENCE = re.compile(r"[.;!?\n]+(?:\s|$)")
 
 
 def offers_alternatives(answer: str, reference: str) -> bool:
@@ -623,6 +739,153 @@ def _substituted(have: list[str], reference: str, missing: set[str]) -> bool:
     return False
 
 
+_PAST = re.compile(
+    r"\b(?:used\s+to|use\s+to|previously|formerly|before|earlier|originally|at\s+first|initially|"
+    r"no\s+longer|any\s*more|back\s+then|in\s+the\s+past|up\s+from|down\s+from|ago|former|previous|prior|"
+    r"last\s+(?:year|month|week|time|summer|winter|spring|fall|autumn)|until|"
+    r"(?:your|the|my|his|her|their|an?)\s+old)\b",
+    re.IGNORECASE,
+)
+"""Cues that a clause speaks of a superseded value ("used to", "previously", "your old
+car", "up from", "last year")."""
+_CURRENT = re.compile(
+    r"\b(?i:now|currently|these\s+days|nowadays|today|at\s+the\s+moment|at\s+present|presently|latest|"
+    r"most\s+recent(?:ly)?|so\s+far|to\s+date|still|current|newest|updated|up\s+to\s+date)\b"
+    r"|\b(?i:your|the|a|my|his|her|their)\s+new\b"
+)
+"""Cues that a clause states the current value ("now", "these days", "currently", "so
+far", "your new car"; ``new`` only in lower case, so "the New York office" is no cue)."""
+_AND_NOW = re.compile(r"\band\s+(now|currently|these\s+days|nowadays|today)\b", re.IGNORECASE)
+_MONTHS = frozenset(
+    {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+     "november", "december"}
+)
+_YEAR = re.compile(r"^(?:1[0-9]|2[0-9])\d\d$")
+_UPDATE_CUES = frozenset(
+    {"now", "currently", "nowadays", "today", "still", "current", "latest", "newest", "updated",
+     "previously", "formerly", "earlier", "originally", "initially", "former", "previous", "prior", "old",
+     "new", "ago", "until", "before"}
+)
+
+
+def _update_rank(words: list[str]) -> int:
+    """2: the clause states a current value (a :data:`_CURRENT` cue and no :data:`_PAST`
+    cue); 0: a superseded one (a past cue, no current cue); 1: neither or both."""
+    text = " ".join(words)
+    current = _CURRENT.search(text) is not None
+    past = _PAST.search(text) is not None
+    return 2 if current and not past else 0 if past and not current else 1
+
+
+def _update_clauses(answer: str, split_and: bool) -> list[list[tuple[str, str, bool]]]:
+    """The answer's clauses for :func:`stale_value`: :func:`_scoped_clauses`, with
+    "and now"/"and currently" kept as the cue of the next clause, and cut at ``and``
+    too when ``split_and``."""
+    out: list[list[tuple[str, str, bool]]] = []
+    for clause in _scoped_clauses(_AND_NOW.sub(r"; \1", answer)):
+        part: list[tuple[str, str, bool]] = []
+        for item in clause:
+            if split_and and item[0].lower() == "and":
+                out.append(part)
+                part = []
+            else:
+                part.append(item)
+        out.append(part)
+    return [c for c in out if c]
+
+
+def _other_number(stems: list[str], ref_values: set[str], units: set[str], skip: set[str]) -> bool:
+    """Whether a clause's affirmed stems state a number of the reference's kind other
+    than the reference's (:func:`stale_value`)."""
+    months = {_stem(m) for m in _MONTHS}
+    year_ok = any(_YEAR.match(v) for v in ref_values)
+    for i, t in enumerate(stems):
+        if not _NUMBER.match(t) or t in ref_values or t in skip:
+            continue
+        if (_YEAR.match(t) and not year_ok) or (i and stems[i - 1] in months):
+            continue  # a date
+        if i + 1 < len(stems) and stems[i + 1] == "of":
+            continue  # a part ("2 of them")
+        unit = _unit_after(stems, i)
+        if unit is None or not units or unit in units:
+            return True
+    return False
+
+
+def stale_value(answer: str, reference: str, question: str | None = None) -> bool:
+    """Whether a knowledge-update answer gives another value than the reference as
+    current (module doc, step 8), whether or not it also mentions the reference.
+
+    The answer is cut into clauses (:func:`affirmed_tokens`' clauses, and at ``and``
+    unless the reference is a list); a clause is *current* (rank 2) with a cue like
+    "now", "these days", "currently", "still", "so far", "your new …" and no past cue,
+    *past* (rank 0) with a cue like "used to", "previously", "before", "earlier", "your
+    old …", "up from", "last year" and no current cue, *plain* (rank 1) otherwise. The
+    reference's rank is the lowest, over its numbers (each stated with its unit,
+    :func:`_number_found`) or content words, of the highest rank of a clause holding
+    it non-negated. Another value of the reference's kind is, for a numeric reference,
+    a number with no unit or the reference's unit, not in the question, not a year or
+    a day of a month, not a part ("2 of them"); for a reference of names, a capitalised
+    content word that is not the reference's or the question's (nor a month or a
+    discourse word); otherwise any content word, and then only when the reference
+    stands in past clauses alone. The answer is stale when a clause with another value
+    outranks every clause of the reference:
+    ``"These days you drive a Honda Civic; the Toyota Corolla was your old car."`` for
+    ``"Toyota Corolla"`` → True; ``"You used to have 37, but now you have 38."`` for
+    ``"38"`` → False.
+
+    Args:
+        answer: the model's answer.
+        reference: the reference (latest) value.
+        question: the question; its words and numbers are never another value.
+
+    Returns:
+        True when the answer is stale; False also when the reference is not stated
+        whole in the answer (the other steps decide then).
+
+    Source: LongMemEval's knowledge-update judge (``evaluate_qa.py``): a reply that
+    mentions older values is correct as long as the answer it gives as current is the
+    reference; issue 26.
+    """
+    is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
+    clauses = _update_clauses(answer, split_and=not is_list)
+    ranks = [_update_rank([t for t, _, _ in c]) for c in clauses]
+    affirmed = [[st for _, st, ok in c if ok] for c in clauses]
+    q_stems = {_stem(t) for t in _raw_tokens(normalize_numbers(question or ""))}
+    ref_numbers = number_values(reference)
+
+    def rank_of(found) -> int | None:
+        hits = [r for r, c in zip(ranks, affirmed, strict=True) if found(c)]
+        return max(hits) if hits else None
+
+    if ref_numbers:
+        ref_tokens = [_stem(t) for t in _raw_tokens(normalize_numbers(reference))]
+        ref_values = set(ref_numbers)
+        counted = _counted_noun(question or "")
+        units = {u for i, t in enumerate(ref_tokens) if _NUMBER.match(t) and (u := _unit_after(ref_tokens, i))}
+        units = units or set(counted)
+        gold = [rank_of(lambda c, v=v: _number_found(c, ref_tokens, v, ref_values, 0, counted))
+                for v in dict.fromkeys(ref_numbers)]
+        other = [_other_number(c, ref_values, units, q_stems) for c in affirmed]
+    else:
+        content, key = key_words(reference)
+        names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in _raw_tokens(reference))
+        gold = [rank_of(lambda c, w=w: w in c) for w in content]
+        skip = content | q_stems | {_stem(w) for w in _UPDATE_CUES | _NOT_A_VALUE | _MONTHS}
+        other = []
+        for c in clauses:
+            words = [t for t, st, ok in c if ok and st not in skip and not _NUMBER.match(st)
+                     and t.lower() not in STOP_WORDS]
+            other.append(any(t[:1].isupper() for t in words) if names else bool(words))
+    if not gold or any(g is None for g in gold):
+        return False
+    gold_rank = min(g for g in gold if g is not None)
+    if not ref_numbers and not names and gold_rank > 0:
+        return False  # plain words: only a reference left in the past is stale
+    outranking = [r for r, o in zip(ranks, other, strict=True) if o and r > gold_rank]
+    return bool(outranking)
+
+
 _ZERO_WORDS = frozenset({"none", "noth", "nobodi"})
 """Stems of an affirmed "none"/"nothing"/"nobody" answer: the count zero."""
 
@@ -645,7 +908,7 @@ def lme_verdict(
     question: str | None = None,
     threshold: float = 0.50,
 ) -> LmeVerdict:
-    """Score one answer under the ``lme`` rule (module doc, steps 1–6).
+    """Score one answer under the ``lme`` rule (module doc, steps 1–8).
 
     Args:
         answer: the model's answer.
@@ -654,8 +917,10 @@ def lme_verdict(
         cosine: cosine(answer, reference) of the PR embedder, in [-1, 1].
         question_id: LongMemEval id; a ``_abs`` suffix makes it an abstention question.
         question_type: LongMemEval question type (``temporal-reasoning`` tolerates a
-            day count off by one; ``single-session-preference`` scores a rubric).
-        question: the question text (its words are not rubric evidence).
+            day count off by one; ``single-session-preference`` scores a rubric;
+            ``knowledge-update`` rejects a stale value given as current).
+        question: the question text (its words are not rubric evidence, nor a value
+            an abstention or an update offers).
         threshold: cosine threshold of the partial-match and fallback steps (strict ``>``).
 
     Returns:
@@ -667,11 +932,12 @@ def lme_verdict(
     for name, value in (("answer", answer), ("reference", reference)):
         if not isinstance(value, str):
             raise TypeError(f"lme_verdict: {name} must be a string, got {type(value).__name__}")
-    abst = abstains(answer)
+    abst = abstains(answer, question)
     if question_id is not None and question_id.endswith("_abs"):
         return LmeVerdict(abst, abst, () if abst else ("<abstention>",), "abstention")
     have = affirmed_tokens(answer)
     have_set = set(have)
+    update = question_type == "knowledge-update"
 
     if question_type == "single-session-preference" and _PREFERENCE.search(reference):
         q_words = {_stem(t) for t in _raw_tokens(normalize_numbers(question or ""))}
@@ -712,6 +978,8 @@ def lme_verdict(
         missing += sorted((key - ref_values) - have_set)
         if not missing and offers_alternatives(answer, reference):
             return LmeVerdict(False, True, (), "alternatives")
+        if not missing and update and stale_value(answer, reference, question):
+            return LmeVerdict(False, True, (), "stale")
         ok = not missing
         return LmeVerdict(ok, ok, tuple(sorted(missing)), "numbers")
 
@@ -727,6 +995,8 @@ def lme_verdict(
     if not missing_words:
         if offers_alternatives(answer, reference):
             return LmeVerdict(False, True, (), "alternatives")
+        if update and stale_value(answer, reference, question):
+            return LmeVerdict(False, True, (), "stale")
         return LmeVerdict(True, True, (), "words")
     is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
     if (
@@ -738,6 +1008,7 @@ def lme_verdict(
         and not abst
         and not _substituted(have, reference, missing_words)
         and not offers_alternatives(answer, reference)
+        and not (update and stale_value(answer, reference, question))
     ):
         return LmeVerdict(True, False, tuple(sorted(missing_words)), "partial")
     return LmeVerdict(False, False, tuple(sorted(missing_words)), "abstained" if abst else "missing")

@@ -2,34 +2,49 @@
 
 The study scores PR with a rule (cosine > 0.50 or all content words present, see
 :func:`evaluators.metrics.answer_correct`) and validated it against an LLM judge;
-disagreements were conservative false negatives (paper-notes "Metrics", PR). This
-module provides such a judge: a yes/no prompt per LongMemEval question type, modelled
-on the structure of LongMemEval's official answer-check prompts (our own wording),
-sent to any LangChain chat model, and :func:`agreement` to compare rule and judge.
+disagreements were conservative false negatives ("Deployment-Time Memorization in
+Foundation-Model Agents", arXiv 2606.10062, section *Metrics*). This module provides
+such a judge: a yes/no prompt per LongMemEval question type, modelled on the structure
+of LongMemEval's official answer-check prompts (our own wording), sent to any LangChain
+chat model, and :func:`agreement` to compare rule and judge.
+
+The verdict is read without guessing (docs/metrics.md, *LLM judge*): where the model
+supports structured output (LangChain ``with_structured_output``) the judge fills
+:class:`StructuredVerdict` (``correct: bool``, ``reason: str``); otherwise, or when
+that call fails, the reply text is read by :func:`parse_verdict`, which takes the
+*final explicit* verdict and returns ``None`` ("unparsed") when there is none. An
+unparsed reply is never read as yes.
 """
 
 from __future__ import annotations
 
+import json
 import math
-import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
+from pydantic import BaseModel, Field, ValidationError
 from sklearn.metrics import cohen_kappa_score
 
+from evaluators.judge_parse import parse_verdict
 from memkit.longmemeval import QUESTION_TYPES as _LME_TYPES
 
 __all__ = [
     "JUDGE_PROMPTS",
     "QUESTION_TYPES",
     "JudgeParseError",
+    "JudgeVerdict",
+    "StructuredVerdict",
     "agreement",
     "judge_correct",
     "judge_prompt",
+    "judge_verdict",
+    "parse_verdict",
     "parse_yes_no",
 ]
 
@@ -91,6 +106,11 @@ JUDGE_PROMPTS: dict[str, str] = {
 }
 """Prompt template per question type; fields ``{question}``, ``{expected}``, ``{answer}``."""
 
+_TEXT_ASK = "Reply with one word: yes or no."
+_STRUCTURED_ASK = (
+    "Give your verdict as `correct` (true for yes, false for no) and a one-sentence `reason`."
+)
+
 
 class JudgeParseError(ValueError):
     """The judge's reply contains neither a clear yes nor a clear no."""
@@ -113,6 +133,8 @@ def judge_prompt(
     expected: str | int | float,
     question_type: str,
     question_id: str | None = None,
+    *,
+    structured: bool = False,
 ) -> str:
     """The judge prompt for one answer.
 
@@ -124,6 +146,8 @@ def judge_prompt(
         question_type: a LongMemEval ``question_type`` (see :data:`QUESTION_TYPES`).
         question_id: the ``question_id``; one ending ``_abs`` selects the abstention
             prompt whatever ``question_type`` says (LongMemEval's convention).
+        structured: ask for :class:`StructuredVerdict`'s fields instead of one word
+            (the prompt's last sentence, "Reply with one word: yes or no.", is replaced).
 
     Returns:
         The filled prompt text.
@@ -132,21 +156,17 @@ def judge_prompt(
         ValueError: an unknown ``question_type`` (and no ``_abs`` id).
     """
     qtype = _question_type(question_type, question_id)
-    return JUDGE_PROMPTS[qtype].format(question=question, expected=expected, answer=answer)
-
-
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_YES_NO = re.compile(r"\b(yes|no)\b", re.I)
-_NEGATED_YES = re.compile(r"(?:\bnot|n['’]t)\s+(?:a\s+)?yes\b", re.I)
+    prompt = JUDGE_PROMPTS[qtype].format(question=question, expected=expected, answer=answer)
+    if structured:
+        prompt = prompt[: prompt.rindex(_TEXT_ASK)] + _STRUCTURED_ASK
+    return prompt
 
 
 def parse_yes_no(reply: str) -> bool:
-    """Read a yes/no verdict from a judge's reply.
+    """Read a yes/no verdict from a judge's reply, or raise.
 
-    Rules: ``<think>…</think>`` blocks are removed; markdown and punctuation are
-    ignored; the first whole word ``yes`` or ``no`` (case-insensitive) decides
-    (``"Yes."``, ``"**No**"``, ``"Answer: yes"``, ``"no, because …"``); "not yes" is
-    read as no.
+    :func:`parse_verdict` (the final explicit verdict; module
+    :mod:`evaluators.judge_parse` documents the forms), raising when it finds none.
 
     Args:
         reply: the judge model's text.
@@ -155,15 +175,148 @@ def parse_yes_no(reply: str) -> bool:
         ``True`` for yes, ``False`` for no.
 
     Raises:
-        JudgeParseError: the reply contains neither word.
+        JudgeParseError: the reply has no clear verdict.
     """
-    text = _THINK.sub(" ", reply)
-    if _NEGATED_YES.search(text):
-        return False
-    match = _YES_NO.search(text)
-    if match is None:
+    verdict = parse_verdict(reply)
+    if verdict is None:
         raise JudgeParseError(f"judge reply has no yes/no verdict: {reply[:200]!r}")
-    return match.group(1).lower() == "yes"
+    return verdict
+
+
+class StructuredVerdict(BaseModel):
+    """The judge's verdict in structured form (the schema given to
+    ``with_structured_output``)."""
+
+    correct: bool = Field(description="true if the reply is correct (yes), false if it is not (no)")
+    reason: str = Field(description="one sentence saying why")
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    """One judge call's outcome.
+
+    Attributes:
+        correct: the verdict; ``None`` when the reply had no clear verdict (unparsed).
+        method: ``"structured"`` (the model filled :class:`StructuredVerdict`, or its
+            reply to the structured prompt was read by :func:`parse_verdict`) or
+            ``"text"`` (the one-word prompt, read by :func:`parse_verdict`).
+        reply: the model's reply text (for a parsed structured reply, its JSON).
+        reason: the structured ``reason``; ``None`` on the text path.
+        structured_error: why the structured call failed (exception type and
+            message; its reply was then read as text, or the one-word prompt asked),
+            else ``None``.
+    """
+
+    correct: bool | None
+    method: Literal["structured", "text"]
+    reply: str
+    reason: str | None = None
+    structured_error: str | None = None
+
+    @property
+    def unparsed(self) -> bool:
+        """The reply had no clear verdict."""
+        return self.correct is None
+
+
+def _reply_text(message: object) -> str:
+    """The text of a LangChain message (``.text`` joins content blocks), plus the
+    arguments of any tool call (a structured reply may come as one)."""
+    text = str(getattr(message, "text", "") or "")  # a str in langchain-core >= 1 (content blocks joined)
+    for call in getattr(message, "tool_calls", None) or []:
+        text += "\n" + json.dumps(call.get("args", {}))
+    return text
+
+
+def _structured(model: BaseChatModel, prompt: str) -> JudgeVerdict:
+    """One structured call (``correct`` is ``None`` when neither the provider's parser
+    nor :func:`parse_verdict` found a verdict); raises NotImplementedError when the
+    model has no structured output, and whatever the provider raises when the call
+    fails."""
+    runnable = model.with_structured_output(StructuredVerdict, include_raw=True)
+    out = runnable.invoke([HumanMessage(content=prompt)])
+    parsed, raw = out.get("parsed"), out.get("raw")
+    if isinstance(parsed, dict):
+        parsed = StructuredVerdict(**parsed)
+    if isinstance(parsed, StructuredVerdict):
+        return JudgeVerdict(parsed.correct, "structured", parsed.model_dump_json(), parsed.reason)
+    text = _reply_text(raw)  # the provider's parser failed: read the reply ourselves
+    return JudgeVerdict(parse_verdict(text), "structured", text)
+
+
+def _reply_of_error(exc: Exception) -> str | None:
+    """The reply text a failed structured call carries, if any: the completion of
+    openai's ``LengthFinishReasonError`` (a reply cut by ``max_tokens``; its
+    ``"correct"`` key comes first) or the input of pydantic's JSON ``ValidationError``
+    (a server that ignored the schema and answered in words)."""
+    completion = getattr(exc, "completion", None)
+    if completion is not None:
+        try:
+            return str(completion.choices[0].message.content or "")
+        except (AttributeError, IndexError, TypeError):
+            return None
+    if isinstance(exc, ValidationError):
+        for err in exc.errors():
+            if isinstance(err.get("input"), str):
+                return err["input"]
+    return None
+
+
+def judge_verdict(
+    model: BaseChatModel,
+    question: str,
+    answer: str,
+    expected: str | int | float,
+    question_type: str,
+    question_id: str | None = None,
+    *,
+    structured: bool | None = None,
+) -> JudgeVerdict:
+    """Ask an LLM judge for its verdict on ``answer``; never guesses an unclear reply.
+
+    With ``structured`` not ``False`` the judge is asked through
+    ``model.with_structured_output(StructuredVerdict, include_raw=True)`` (the provider's
+    JSON schema / tool calling) with :func:`judge_prompt` ``(structured=True)``. A
+    structured reply the provider could not parse (JSON cut by ``max_tokens``, a server
+    that ignored the schema and answered in words) is read by :func:`parse_verdict`
+    (a ``"correct": true`` key counts, and so does a final explicit yes/no). A model
+    without structured output (``NotImplementedError``), or a structured call that
+    fails with no verdict to read (a server that rejects the schema, a reply with no
+    clear verdict), is asked again with the one-word prompt, and that reply is read by
+    :func:`parse_verdict`.
+
+    Args:
+        model: any LangChain chat model (Ollama, OpenAI-compatible, llama.cpp …).
+        question, answer, expected, question_type, question_id: as :func:`judge_prompt`.
+        structured: ``None`` (default) tries structured output first; ``True`` the same;
+            ``False`` uses the one-word prompt only.
+
+    Returns:
+        A :class:`JudgeVerdict`; ``correct`` is ``None`` for a reply with no clear verdict.
+
+    Raises:
+        ValueError: unknown ``question_type``.
+        Exception: whatever the model raises on the one-word prompt (e.g. a server
+            that does not answer): errors of the structured call alone are not raised.
+    """
+    error = None
+    if structured is not False:
+        prompt = judge_prompt(question, answer, expected, question_type, question_id, structured=True)
+        try:
+            v = _structured(model, prompt)
+            if v.correct is not None:
+                return v
+            error = f"no clear verdict in the structured reply {v.reply[:200]!r}"
+        except NotImplementedError:
+            error = None  # no structured output for this model: the documented fallback
+        except Exception as exc:  # noqa: BLE001 - any failure of the structured call falls back
+            error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            raw = _reply_of_error(exc)
+            if raw is not None and (verdict := parse_verdict(raw)) is not None:
+                return JudgeVerdict(verdict, "structured", raw, structured_error=error)
+    prompt = judge_prompt(question, answer, expected, question_type, question_id)
+    reply = _reply_text(model.invoke([HumanMessage(content=prompt)]))
+    return JudgeVerdict(parse_verdict(reply), "text", reply, structured_error=error)
 
 
 def judge_correct(
@@ -175,16 +328,18 @@ def judge_correct(
     question_id: str | None = None,
     *,
     on_unparsed: Literal["raise", "false"] = "raise",
+    structured: bool | None = None,
 ) -> bool:
-    """Ask an LLM judge whether ``answer`` is correct.
+    """Ask an LLM judge whether ``answer`` is correct (:func:`judge_verdict`).
 
     Args:
-        model: any LangChain chat model (Ollama, OpenAI-compatible, llama.cpp …);
-            invoked once with one human message, :func:`judge_prompt`.
+        model: any LangChain chat model (Ollama, OpenAI-compatible, llama.cpp …).
         question, answer, expected, question_type, question_id: as
             :func:`judge_prompt`.
         on_unparsed: ``"raise"`` (default) raises :class:`JudgeParseError` when the
-            reply has no yes/no; ``"false"`` counts it as incorrect.
+            reply has no clear verdict; ``"false"`` counts it as incorrect. (To count
+            unparsed replies apart, use :func:`judge_verdict`.)
+        structured: as :func:`judge_verdict`.
 
     Returns:
         The judge's verdict.
@@ -193,17 +348,16 @@ def judge_correct(
         ValueError: unknown ``question_type``.
         JudgeParseError: unparseable reply with ``on_unparsed="raise"``.
 
-    Source: paper-notes "Metrics" (the study validated its PR rule against an LLM
-    judge); prompt structure after LongMemEval's official evaluation.
+    Source: the study validated its PR rule against an LLM judge (arXiv 2606.10062,
+    *Metrics*); prompt structure after LongMemEval's official evaluation
+    (``src/evaluation/evaluate_qa.py``).
     """
-    prompt = judge_prompt(question, answer, expected, question_type, question_id)
-    reply = model.invoke([HumanMessage(content=prompt)]).text
-    try:
-        return parse_yes_no(reply)
-    except JudgeParseError:
+    v = judge_verdict(model, question, answer, expected, question_type, question_id, structured=structured)
+    if v.correct is None:
         if on_unparsed == "false":
             return False
-        raise
+        raise JudgeParseError(f"judge reply has no yes/no verdict: {v.reply[:200]!r}")
+    return v.correct
 
 
 def agreement(rule: Sequence[bool], judge: Sequence[bool]) -> dict[str, float | int]:

@@ -3,18 +3,31 @@ LLM judge and record how often each PR rule agrees with it.
 
 Reads the main-phase question records of ``RUN_DIR/results.jsonl`` (complete units
 only, :func:`evaluators.records.load_records`), asks the judge
-(:func:`evaluators.judge.judge_correct`, one prompt per LongMemEval question type)
-once per distinct answer ``(question_id, question, reference, response)``, and
-compares its verdicts with the records' rule verdicts: ``correct`` (the default rule,
-``lme``) and ``correct_study`` (the study's rule) through
-:func:`evaluators.judge.agreement` (accuracy, Cohen's kappa). Writes:
+(:func:`evaluators.judge.judge_verdict`, one prompt per LongMemEval question type;
+structured output where the model supports it, else the one-word prompt read by
+:func:`evaluators.judge_parse.parse_verdict`) once per distinct answer
+``(question_id, question, reference, response)``, and compares its verdicts with the
+records' rule verdicts: ``correct`` (the default rule, ``lme``) and ``correct_study``
+(the study's rule) through :func:`evaluators.judge.agreement` (accuracy, Cohen's
+kappa). A judge reply with no clear verdict is *unparsed*: it is counted apart, never
+read as yes or no, and left out of ``PR_judge`` and the agreement. Writes:
 
-- ``RUN_DIR/judge.jsonl``: one line per distinct answer with the three verdicts;
-- ``metrics.json["judge"]``: ``{"model", "n_answers", "PR_judge", "agreement":
-  {rule: {n, accuracy, kappa, rule_yes_judge_no, rule_no_judge_yes}},
-  "disagreements": [...]}``, where ``PR_judge`` is the share of the distinct answers
-  the judge accepts and every answer on which a rule and the judge differ is listed;
+- ``RUN_DIR/judge.jsonl``: one line per distinct answer with the three verdicts
+  (``judge``: ``true``/``false``, ``null`` when unparsed), the judge's reply text
+  (``judge_reply``), how it was read (``judge_method``: ``structured`` or ``text``)
+  and the structured ``judge_reason``;
+- ``metrics.json["judge"]``: ``{"model", "n_answers", "n_judged", "n_unparsed",
+  "method", "PR_judge", "agreement": {rule: {n, accuracy, kappa, rule_yes_judge_no,
+  rule_no_judge_yes}}, "disagreements": [...], "unparsed": [...]}``, where ``PR_judge``
+  is the share of the judged (parsed) answers the judge accepts, every answer on which
+  a rule and the judge differ is listed, and so is every unparsed answer with the
+  judge's reply; ``method`` counts the verdicts read each way;
 - the report again (``report.md``/``report.html`` gain a rule–judge table).
+
+Structured output is tried first; once an answer had to be asked with the one-word
+prompt (a model without structured output, or a structured call that failed with no
+verdict to read: :func:`evaluators.judge.judge_verdict`), the rest of the run uses the
+one-word prompt only.
 
 ``hypotheses.jsonl`` is not touched.
 """
@@ -30,7 +43,7 @@ from typing import Any
 import typer
 from langchain_core.language_models import BaseChatModel
 
-from evaluators.judge import agreement, judge_correct
+from evaluators.judge import agreement, judge_verdict
 
 __all__ = ["judge_run", "register_cli"]
 
@@ -80,39 +93,52 @@ def judge_run(run_dir: str | Path, model: BaseChatModel, *, model_spec: str) -> 
 
     Raises:
         FileNotFoundError: ``results.jsonl`` or ``metrics.json`` is missing.
-        ValueError: no question records, or a record lacks a field (file and record named).
+        ValueError: no question records, a record lacks a field (file and record named),
+            or no judge reply had a clear verdict (``judge.jsonl`` is written,
+            ``metrics.json`` is not changed).
     """
     run_dir = Path(run_dir)
     mpath = run_dir / "metrics.json"
     if not mpath.exists():
         raise FileNotFoundError(f"{mpath} not found: the sweep in {run_dir} has not finished")
     answers = _answers(run_dir)
+    structured: bool | None = None  # try structured output until one such call fails
     for a in answers:
-        # an unreadable reply counts as "no" (recorded as such), so one odd reply of a
-        # small judge does not lose the whole run
-        a["judge"] = judge_correct(
-            model, a["question"], a["response"], a["reference"], a["question_type"],
-            a["question_id"], on_unparsed="false",
-        )
+        v = judge_verdict(model, a["question"], a["response"], a["reference"], a["question_type"],
+                          a["question_id"], structured=structured)
+        if v.method == "text":
+            structured = False  # no structured output, or it failed: the one-word prompt from now on
+        a.update(judge=v.correct, judge_method=v.method, judge_reply=v.reply, judge_reason=v.reason)
     with (run_dir / "judge.jsonl").open("w", encoding="utf-8") as fh:
         for a in answers:
             fh.write(json.dumps(a, ensure_ascii=False) + "\n")
-    judge = [a["judge"] for a in answers]
+    judged = [a for a in answers if a["judge"] is not None]
+    unparsed = [a for a in answers if a["judge"] is None]
+    if not judged:
+        raise ValueError(
+            f"the judge gave no clear verdict for any of the {len(answers)} answers (replies in "
+            f"{run_dir / 'judge.jsonl'}; first: {unparsed[0]['judge_reply'][:120]!r}); metrics.json is unchanged"
+        )
     block: dict[str, Any] = {
         "model": model_spec,
         "n_answers": len(answers),
-        "PR_judge": sum(judge) / len(judge),
+        "n_judged": len(judged),
+        "n_unparsed": len(unparsed),
+        "method": {m: sum(a["judge_method"] == m for a in judged) for m in ("structured", "text")},
+        "PR_judge": sum(a["judge"] for a in judged) / len(judged),
         "agreement": {},
         "disagreements": [],
+        "unparsed": unparsed,
     }
     for rule in ("lme", "study"):
-        have = [a for a in answers if a[rule] is not None]
+        have = [a for a in judged if a[rule] is not None]
         if have:
             agr = agreement([a[rule] for a in have], [a["judge"] for a in have])
             # kappa is nan when both raters give one constant label: JSON null
             block["agreement"][rule] = {k: (None if isinstance(v, float) and math.isnan(v) else v)
                                         for k, v in agr.items()}
-    block["disagreements"] = [a for a in answers if a["lme"] != a["judge"] or (a["study"] is not None and a["study"] != a["judge"])]
+    block["disagreements"] = [a for a in judged if a["lme"] != a["judge"]
+                              or (a["study"] is not None and a["study"] != a["judge"])]
     metrics = json.loads(mpath.read_text())
     metrics["judge"] = block
     mpath.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
@@ -155,5 +181,8 @@ def register_cli(app: typer.Typer) -> None:
             typer.echo(f"memkit judge: {exc}", err=True)
             raise typer.Exit(2) from exc
         for rule, a in block["agreement"].items():
-            typer.echo(f"{rule}: accuracy {a['accuracy']:.3f}, kappa {a['kappa']:.3f} over {a['n']} answers")
+            kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}"
+            typer.echo(f"{rule}: accuracy {a['accuracy']:.3f}, kappa {kappa} over {a['n']} answers")
+        typer.echo(f"{block['n_unparsed']} of {block['n_answers']} judge replies unparsed (no clear verdict; "
+                   f"counted apart, listed under judge.unparsed)")
         typer.echo(f"{len(block['disagreements'])} disagreement(s); written to {Path(run_dir) / 'metrics.json'}")

@@ -22,6 +22,7 @@ from evaluators.answer_rule import (
     normalize_numbers,
     number_values,
     offers_alternatives,
+    stale_value,
 )
 from evaluators.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
 from memkit.longmemeval import Instance
@@ -431,3 +432,88 @@ def test_bare_number_reference_takes_the_questions_counted_noun():
     q2 = "How many pre-1920 American coins do I have in my collection?"
     assert lme_verdict("You have 38 pre-1920 American coins.", "38", 0.9, question=q2).correct
     assert lme_verdict("You have 38 coins.", "38", 0.9, question=q2).correct
+
+
+# --------------------------------------------------------------------------- issue 26: hedged abstentions
+
+CAT_Q = "What is the name of my cat?"
+CAT_REF = "The information provided is not enough. You mentioned having a cat but not its name."
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        # an abstention cue, then a value offered anyway: no abstention (wrong)
+        ("I don't remember exactly, but maybe your cat is called Miso.", False),  # guess + stating verb
+        ("I don't remember exactly, but your cat is Miso.", False),  # a name, no guess cue
+        ("I'm not sure. Maybe Miso?", False),  # a name in a guessing sentence
+        ("Miso, maybe? I'm not sure.", False),  # the name opens a guessing sentence
+        ("I'm not sure, but I think it's Luna.", False),
+        ("I don't know your cat's name, but I'd guess something like Whiskers.", False),
+        ("I'm not certain, probably the grey one.", False),  # guess + noun phrase, no name
+        # declining to give the fact: abstention (correct)
+        ("You never told me your cat's name.", True),
+        ("I don't know your cat's name; you only told me about your dog, Rex.", True),  # what was said instead
+        ("I don't know. Perhaps you could remind me?", True),  # a guess cue offering no value
+        ("I don't know; maybe it's in your notes?", True),  # where to look is no value
+        ("I have no record of your cat's name. Maybe check your adoption papers?", True),
+        ("I can't recall a name for your cat. You mentioned adopting her in March, though.", True),
+    ],
+)
+def test_a_hedge_that_offers_a_value_is_no_abstention(answer, verdict):
+    assert abstains(answer, CAT_Q) is verdict
+    v = lme_verdict(answer, CAT_REF, 0.99, question_id="written_cat_abs", question=CAT_Q)
+    assert (v.correct, v.reason) == (verdict, "abstention")
+
+
+def test_hedged_abstention_variants_on_the_sample_question():
+    q = "How many pages do I have left to read in 'Sapiens'?"
+    assert not abstains("I don't remember exactly, but maybe you have about 100 pages left.", q)
+    assert not abstains("I'm not sure, but I think you're on the last chapter.", q)
+    assert not abstains("I don't know how many pages are left. Probably around half the book.", q)
+    # the question's own words are no offered value ("Sapiens"), nor a reported fact
+    assert abstains("I don't know how many pages of Sapiens you have left.", q)
+    assert abstains("I don't have your page count; you only told me you bought Sapiens last month.", q)
+    assert abstains("I can't tell how many pages you have left. Maybe you could check your bookmark?", q)
+
+
+# --------------------------------------------------------------------------- issue 26: stale values
+
+CAR_Q = "What car do I drive now?"
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "question", "verdict"),
+    [
+        # another value in a current clause ("these days", "now"), the reference in a past one
+        ("These days you drive a Honda Civic; the Toyota Corolla was your old car.", "Toyota Corolla", CAR_Q, False),
+        ("Now you drive a Toyota Camry; the Corolla was before.", "Toyota Corolla", CAR_Q, False),
+        ("You had 38 coins but you sold some, so you have 35 now.", "38", "How many coins do I have?", False),
+        ("You had 38 and now 35.", "38", "How many coins do I have?", False),
+        # another value in a plain clause outranks the reference in a past clause ("before")
+        ("You have 35 coins; you had 38 before selling 3.", "38", "How many coins do I have?", False),
+        ("You used to do yoga, but now you're into pilates.", "yoga", "What exercise do I do?", False),
+        # the reference is what is given as current; older values may be mentioned
+        ("You used to drive a Honda Civic, but now you drive a Toyota Corolla.", "Toyota Corolla", CAR_Q, True),
+        ("You drive a Toyota Corolla now; your old car was a Honda Civic.", "Toyota Corolla", CAR_Q, True),
+        ("You used to have 37, but now you have 38.", "38", "How many coins do I have?", True),
+        ("Five so far, up from the four you mentioned earlier.", "5", "How many projects have I completed?", True),
+        # a part ("5 of them") and a year are not another count
+        ("You have 38 coins now, and 5 of them are from 1900.", "38", "How many coins do I have?", True),
+        ("You love yoga; these days you do it 3 times a week.", "yoga", "What exercise do I do?", True),
+    ],
+)
+def test_knowledge_update_answer_giving_another_value_as_current_is_wrong(answer, reference, question, verdict):
+    v = lme_verdict(answer, reference, 0.99, question_type="knowledge-update", question=question)
+    assert v.correct is verdict, v
+    assert stale_value(answer, reference, question) is (not verdict)
+    if not verdict:
+        assert v.reason == "stale"
+
+
+def test_stale_values_only_for_knowledge_update_questions():
+    answer = "These days you drive a Honda Civic; the Toyota Corolla was your old car."
+    # other question types ask about any time ("Which car did I drive before?")
+    assert lme_verdict(answer, "Toyota Corolla", 0.0, question_type="multi-session", question=CAR_Q).correct
+    # a reference the answer does not state whole is left to the other steps
+    assert stale_value("Now you drive a Honda Civic.", "Toyota Corolla", CAR_Q) is False
