@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from evaluators.cli.judge import register as register_cli
 from evaluators.judge_parse import parse_verdict
-from evaluators.judge_run import register_cli
 from evaluators.sweep import SweepConfig, run_sweep
 from tests.fakes import FakeOpenAIServer
 
