@@ -52,6 +52,17 @@ def _llamacpp_verdict() -> str | None:
     return _LLAMA_VERDICT[0]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (scripts/test.sh), the tests of a module
+    that share a module-scoped fixture (a sweep, a server) run on one worker, so the
+    fixture is built once; every other test goes to whichever worker is free."""
+    for item in items:
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(d and d[-1].scope == "module" for d in defs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tests marked ``llm`` fail with the reason when llama.cpp cannot run here."""
     if item.get_closest_marker("llm") is not None:

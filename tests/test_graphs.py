@@ -279,7 +279,7 @@ print(sorted(p.name for p in root.iterdir()))
     env = {**os.environ, "MEMKIT_CACHE_DIR": str(root / "cache"),
            "MEMKIT_STORE_DIR": str(root / "store"), "MEMKIT_LLM_CACHE": str(root / "llm.sqlite")}
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("memory_write CompiledStateGraph") and "'summarize'" in lines[0]

@@ -139,7 +139,7 @@ def test_killed_worker_is_named_and_resume_completes(tmp_path, sig):
     exits non-zero, keeps the units already written, and --resume completes them."""
     out = tmp_path / "run"
     args = ["sweep", "--n", "4", "--summary-levels", "0,1", "--k", "1,3", "--workers", "2",
-            "--n-resamples", "50", "--out", str(out), "--quiet"]
+            "--deletion-modes", "none", "--n-resamples", "50", "--out", str(out), "--quiet"]
     proc = subprocess.Popen([sys.executable, "-m", "evaluators.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
     results = out / "results.jsonl"

@@ -161,7 +161,7 @@ def secrets_and_copies(draw):
     return secret, text
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(secrets_and_copies())
 def test_property_every_planted_copy_is_found_and_redacted(case):
     secret, text = case
@@ -349,14 +349,16 @@ def test_forget_on_a_chroma_server_refuses_or_reports_never_half(chroma_server, 
 
 @pytest.mark.slow
 def test_stress_full_purge_leaves_no_copy_even_with_the_secret_in_the_heap(tmp_path, embedder):
-    """200 cycles of write, search, forget with full_purge and close, while this process
+    """40 cycles of write, search, forget with full_purge and close, while this process
     keeps many copies of the secret alive in its heap (chroma and hnswlib write
     uninitialised memory into HNSW file slack). After every cycle an independent byte
     search (the secret's bytes, any case; not memkit's matcher) finds nothing in any
-    file; every 25th cycle memkit's full scan (every surface) is clean too."""
+    file; every 10th cycle memkit's full scan (every surface) is clean too. (Without
+    the zeroing of HNSW slack the heap's copies reach the files in the first cycles:
+    40 cycles show the fault; 200 only made the test five times longer.)"""
     alive = [f"my private session token is {SECRET} #{i}" for i in range(500)]  # held in the heap
     needles = [SECRET.encode(), SECRET.lower().encode(), b"VIOLET", b"violet"]
-    for cycle in range(200):
+    for cycle in range(40):
         path = tmp_path / f"store{cycle}"
         store = TieredMemoryStore(path, embedder=embedder)
         turns = [f"turn {i} of cycle {cycle}: I went hiking near the lake" for i in range(8)]
@@ -369,7 +371,7 @@ def test_stress_full_purge_leaves_no_copy_even_with_the_secret_in_the_heap(tmp_p
             if f.is_file():
                 data = f.read_bytes()
                 assert not any(n in data for n in needles), (cycle, f.name)
-        if cycle % 25 == 24:
+        if cycle % 10 == 9:
             report = scan(path, SECRET)
             assert report.clean, (cycle, {k: v for k, v in report.counts().items() if v})
         shutil.rmtree(path)
