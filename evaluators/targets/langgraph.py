@@ -210,11 +210,19 @@ def build_graphs(store: BaseStore, checkpointer: Any, model: Any = "extractive",
 
     def remember(state: _WriterState, runtime: Runtime) -> dict[str, Any]:
         ns = (NAMESPACE, state["user_id"])
-        runtime.store.batch([
-            PutOp(ns, f"{state['session_id']}/{i}",
-                  {"content": t["content"], "date": state["date"], "session_id": state["session_id"]})
-            for i, t in enumerate(state["turns"]) if t.get("role") == "user" and str(t.get("content", "")).strip()
-        ])
+        ops = [PutOp(ns, f"{state['session_id']}/{i}",
+                     {"content": t["content"], "date": state["date"], "session_id": state["session_id"]})
+               for i, t in enumerate(state["turns"]) if t.get("role") == "user" and str(t.get("content", "")).strip()]
+        # One batch per run of distinct texts: langgraph 1.2's InMemoryStore raises
+        # "Number of embeddings ... does not match" on two puts of one text in a batch.
+        batch: list[PutOp] = []
+        for op in ops:
+            if any(o.value["content"] == op.value["content"] for o in batch):
+                runtime.store.batch(batch)
+                batch = []
+            batch.append(op)
+        if batch:
+            runtime.store.batch(batch)
         return {}
 
     writer = StateGraph(_WriterState)

@@ -22,6 +22,7 @@ users' canaries the last phase still finds (surfaces not checked are left out of
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,9 +180,12 @@ def audit_target(
                 available[step]()
                 scan(step)
 
+    def ask(text: str, user_id: str, thread_id: str | None = None) -> str:
+        return target.ask(text, user_id, thread_id or f"memkit-audit:{uuid.uuid4().hex}")
+
     do_forget = forget and forget_na is None
     base = audit(
-        target.ask, feed=target.feed, forget=run_forget if do_forget else None,
+        ask, feed=target.feed, forget=run_forget if do_forget else None,
         forget_mode=f"{forget_scope} via {target.name}" if do_forget else None,
         data=list(instances), n=len(instances), seed=seed, kind=kind, residue=False,
         n_resamples=n_resamples,

@@ -1,0 +1,237 @@
+"""``memkit audit TARGET``: audit a memory system from the command line or CI.
+
+TARGET is a built-in target (``langgraph``, ``langmem``, ``mem0``, ``memkit``;
+:data:`evaluators.targets.base.BUILTIN`) with its options (``--backend``,
+``--pg-uri``, ``--pgdata``, ``--workdir``), or ``package.module:factory`` (the current
+directory is importable). A factory may take any of ``mode``, ``backend``,
+``pg_uri``, ``pgdata``, ``workdir`` (it gets those its signature names) and returns
+a :class:`~evaluators.targets.base.Target`, or a mapping with ``agent``, ``feed`` and
+optionally ``forget``, ``store``, ``checkpointer``, ``also`` (the arguments of
+:func:`evaluators.audit.audit`), or a tuple ``(agent, feed[, forget[, store]])``.
+
+``--fail-on`` (repeatable) makes the exit status 1 when a condition holds:
+
+* ``residue``: some surface still holds some user's canary after the forget (and
+  after the deletion steps asked for);
+* ``unchecked``: some surface could not be checked (never clean);
+* ``METRIC OP NUMBER`` with OP one of ``> >= < <= == !=`` and METRIC one of
+  ``aer_max`` (AER_max before the forget), ``aer_after_max`` (after it), ``pr``,
+  ``pr_after``, ``frs_worst``, ``residue_users`` (users whose canary the worst
+  surface holds). A metric the run did not measure (n/a) trips its condition: CI
+  must not pass on a number that does not exist.
+
+``--json`` prints the result as JSON instead of the markdown report; ``--junit FILE``
+writes JUnit XML (one test case per ``--fail-on`` condition, the report as
+``system-out``) that CI systems display. ``--matrix`` runs every built-in target
+with every forget scope and deletion step (:mod:`evaluators.targets.matrix`).
+Exit status: 0 passed, 1 a condition held, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["Condition", "evaluate", "junit_xml", "parse_condition", "register_cli", "run_target"]
+
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+        "!=": operator.ne}
+METRICS = ("aer_max", "aer_after_max", "pr", "pr_after", "frs_worst", "residue_users")
+_COND = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([-+]?\d+(?:\.\d*)?|\.\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A ``--fail-on`` condition: ``kind`` ``residue``, ``unchecked`` or ``metric``."""
+
+    text: str
+    kind: str
+    metric: str | None = None
+    op: str | None = None
+    value: float | None = None
+
+
+def parse_condition(text: str) -> Condition:
+    """Parse ``residue``, ``unchecked`` or ``METRIC OP NUMBER`` (module doc).
+
+    Raises:
+        ValueError: anything else (the message lists the metrics).
+    """
+    t = text.strip()
+    if t in ("residue", "unchecked"):
+        return Condition(t, t)
+    m = _COND.match(t)
+    if not m or m.group(1) not in METRICS:
+        raise ValueError(f"--fail-on {text!r}: use 'residue', 'unchecked' or METRIC OP NUMBER with METRIC one of "
+                         f"{', '.join(METRICS)} (e.g. 'aer_max>0.2')")
+    return Condition(t, "metric", m.group(1), m.group(2), float(m.group(3)))
+
+
+def _metric(result: Any, name: str) -> float | None:
+    if name == "aer_max":
+        return result.aer.get("max")
+    if name == "aer_after_max":
+        return None if result.aer_after is None else result.aer_after.get("max")
+    if name == "pr":
+        return result.pr
+    if name == "pr_after":
+        return result.pr_after
+    if name == "frs_worst":
+        return None if result.frs is None else result.frs.get("worst")
+    if name == "residue_users":
+        vals = [v for v in (result.residue or {}).values() if v is not None]
+        return float(max(vals)) if vals else None
+    raise ValueError(name)
+
+
+def evaluate(result: Any, conditions: Sequence[Condition]) -> list[tuple[Condition, bool, str]]:
+    """``(condition, tripped, message)`` for each condition against an audit result."""
+    out = []
+    for c in conditions:
+        if c.kind == "residue":
+            if result.residue is None:
+                out.append((c, True, "no residue was measured (no forget, or no surface to scan)"))
+                continue
+            held = {s: k for s, k in result.residue.items() if k}
+            out.append((c, bool(held), "copies remain: " + ", ".join(f"{s} ({k} users)" for s, k in held.items())
+                        if held else "no surface holds a canary after the forget"))
+        elif c.kind == "unchecked":
+            un = result.residue_unchecked or {}
+            out.append((c, bool(un), "not checked: " + "; ".join(f"{s} ({', '.join(r)})" for s, r in un.items())
+                        if un else "every surface was checked"))
+        else:
+            v = _metric(result, c.metric or "")
+            if v is None:
+                out.append((c, True, f"{c.metric} is n/a in this run"))
+            else:
+                hit = _OPS[c.op or ">"](v, c.value)
+                out.append((c, hit, f"{c.metric} = {v:.4g}"))
+    return out
+
+
+def junit_xml(target: str, verdicts: Sequence[tuple[Condition, bool, str]], report: str, seconds: float) -> str:
+    """JUnit XML: a ``testsuite`` ``memkit audit <target>`` with one ``testcase`` per
+    condition (``failure`` when it held); the markdown report as ``system-out``."""
+    cases = list(verdicts) or [(Condition("audit ran", "ran"), False, "no --fail-on condition")]
+    suite = ET.Element("testsuite", name=f"memkit audit {target}", tests=str(len(cases)),
+                       failures=str(sum(1 for _, hit, _ in cases if hit)), errors="0", time=f"{seconds:.2f}")
+    for c, hit, msg in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"memkit.audit.{target}", name=f"fail-on {c.text}")
+        if hit:
+            ET.SubElement(case, "failure", message=msg, type="memkit.audit").text = msg
+        else:
+            ET.SubElement(case, "system-out").text = msg
+    ET.SubElement(suite, "system-out").text = report
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope: str, steps: Sequence[str],
+               delete_threads: bool, n: int, seed: int, data: str, kind: str, n_resamples: int) -> Any:
+    """Load ``spec`` (:func:`evaluators.targets.base.load_target`) and audit it.
+
+    Returns:
+        The :class:`~evaluators.audit.AuditResult` (a ``TargetAuditResult`` for a target).
+
+    Raises:
+        TypeError: the factory returned something that is not a target, mapping or tuple.
+    """
+    from evaluators.audit import audit
+    from evaluators.targets.base import Target, load_target
+
+    if ":" in spec and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `examples.my_agent:build` from the repository root
+    made = load_target(spec, mode=mode, **options)
+    common = {"n": n, "seed": seed, "data": data, "kind": kind, "n_resamples": n_resamples,
+              "delete_threads": delete_threads}
+    if isinstance(made, Target):
+        try:
+            return audit(made, forget=mode != "none", forget_steps=steps, target_forget_scope=forget_scope, **common)
+        finally:
+            made.close()
+    if isinstance(made, tuple):
+        made = dict(zip(("agent", "feed", "forget", "store"), made, strict=False))
+    if not isinstance(made, Mapping) or "agent" not in made or "feed" not in made:
+        raise TypeError(f"target {spec!r}: the factory must return a Target, a mapping with 'agent' and 'feed', "
+                        f"or a tuple (agent, feed[, forget[, store]]); got {type(made).__name__}")
+    kwargs = {k: made[k] for k in ("forget", "store", "checkpointer", "also") if made.get(k) is not None}
+    return audit(made["agent"], feed=made["feed"], forget_mode=made.get("forget_mode", mode), **kwargs, **common)
+
+
+def register_cli(app: typer.Typer) -> None:
+    """Register ``memkit audit`` on the ``memkit`` app."""
+
+    @app.command("audit")
+    def audit_cmd(
+        target: str = typer.Argument(None, help="Built-in target (langgraph, langmem, mem0, memkit) or module:factory."),
+        backend: str = typer.Option(None, help="langgraph/langmem backend: memory, sqlite, postgres."),
+        pg_uri: str = typer.Option(None, "--pg-uri", help="PostgreSQL connection string (backend postgres)."),
+        pgdata: Path = typer.Option(None, "--pgdata", help="The server's data directory, when local: its files are scanned."),
+        workdir: Path = typer.Option(None, help="Where a target keeps its files (sqlite, mem0)."),
+        n: int = typer.Option(4, help="Users (LongMemEval instances) to audit."),
+        seed: int = typer.Option(0),
+        data: str = typer.Option("synthetic", help="'synthetic' or a LongMemEval JSON file."),
+        kind: str = typer.Option("token", help="Canary kind."),
+        mode: str = typer.Option("full_purge", help="Deletion mode passed to the factory ('none': no forget)."),
+        forget_scope: str = typer.Option("secret", help="A target's forget: 'secret' or 'user'."),
+        step: list[str] = typer.Option([], "--step", help="Deletion step after the forget (repeatable): vacuum, vacuum_full, checkpoint_wal, wal_checkpoint."),
+        delete_threads: bool = typer.Option(False, "--delete-threads", help="Also delete each user's conversations."),
+        fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when it holds (repeatable): residue, unchecked, 'aer_max>0.2' ..."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of markdown."),
+        junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+        n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
+        matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
+        out: Path = typer.Option(None, help="--matrix: also write the table (markdown) and JSON beside it."),
+    ) -> None:
+        """Audit a memory system: PR, AER before/after the forget, copies left on every surface."""
+        import time
+
+        try:
+            conditions = [parse_condition(c) for c in fail_on]
+        except ValueError as exc:
+            typer.echo(f"memkit audit: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if matrix:
+            from evaluators.targets.matrix import run_matrix
+
+            table = run_matrix(n=n, seed=seed, pg_uri=pg_uri, pgdata=pgdata, n_resamples=n_resamples, out=out)
+            typer.echo(table["markdown"])
+            raise typer.Exit(0)
+        if not target:
+            typer.echo("memkit audit: give a TARGET (or --matrix)", err=True)
+            raise typer.Exit(2)
+        options = {k: v for k, v in {"backend": backend, "pg_uri": pg_uri, "pgdata": pgdata,
+                                     "workdir": workdir}.items() if v is not None}
+        t0 = time.perf_counter()
+        try:
+            result = run_target(target, options=options, mode=mode, forget_scope=forget_scope, steps=step,
+                                delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
+                                n_resamples=n_resamples)
+        except (ValueError, TypeError, ImportError, AttributeError) as exc:
+            typer.echo(f"memkit audit: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        seconds = time.perf_counter() - t0
+        verdicts = evaluate(result, conditions)
+        if as_json:
+            payload = result.to_dict()
+            payload["fail_on"] = [{"condition": c.text, "failed": hit, "detail": msg} for c, hit, msg in verdicts]
+            typer.echo(json.dumps(payload, indent=2, default=str))
+        else:
+            typer.echo(result.report)
+            for c, hit, msg in verdicts:
+                typer.echo(f"{'FAIL' if hit else 'ok  '} --fail-on {c.text}: {msg}")
+        if junit is not None:
+            junit.write_text(junit_xml(target, verdicts, result.report, seconds))
+        if any(hit for _, hit, _ in verdicts):
+            raise typer.Exit(1)
