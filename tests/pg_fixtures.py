@@ -35,8 +35,12 @@ class PgServer:
 @pytest.fixture(scope="session")
 def pg_server():
     """A real PostgreSQL 16 + pgvector server (pgserver) for the whole session."""
-    pgserver = pytest.importorskip("pgserver", reason="the postgres extra (pgserver) is not installed")
-    psycopg = pytest.importorskip("psycopg")
+    try:
+        import pgserver
+        import psycopg
+    except ModuleNotFoundError as exc:  # part of the dev extra: a missing install is a failure
+        pytest.fail(f"{exc.name} is not installed: pip install -e '.[postgres]' (bash scripts/setup.sh dev)",
+                    pytrace=False)
     root = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
     server = pgserver.get_server(root, cleanup_mode="stop")
     try:

@@ -77,3 +77,19 @@ def test_bad_target_exits_2(app, in_repo):
     assert res.exit_code == 2 and "module:factory" in res.output
     res = CliRunner().invoke(app, ["audit", "langgraph", "--fail-on", "bogus"])
     assert res.exit_code == 2
+
+
+def test_matrix_table_lists_held_clean_and_unchecked_surfaces():
+    from evaluators.targets.matrix import _markdown, _wide
+
+    rows = [
+        {"target": "t[pg]", "deletion": "forget secret + vacuum", "pr": 1.0, "pr_after": 1.0, "aer": 1.0,
+         "aer_after": 0.0, "cells": {"store_api": "0/2 (0)", "disk_pg_wal": "2/2 (9)", "disk_pg_heap": "not checked"},
+         "reasons": {"disk_pg_heap": "no pgdata"}},
+        {"target": "mem0", "deletion": "-", "error": "mem0ai is not installed"},
+    ]
+    md = _markdown(rows, ["store_api", "disk_pg_wal", "disk_pg_heap"], 2)
+    assert "| t[pg] | forget secret + vacuum | 1.00→1.00 | 1.00→0.00 | disk_pg_wal 2/2 (9) | store_api | disk_pg_heap |" in md
+    assert "| mem0 | - | n/a | n/a | n/a | n/a | n/a |" in md and "mem0ai is not installed" in md
+    assert "no pgdata" in md
+    assert "| mem0 | - | n/a | n/a | n/a |" in _wide(rows, ["store_api", "disk_pg_wal", "disk_pg_heap"])

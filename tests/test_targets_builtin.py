@@ -43,7 +43,6 @@ def _like(db, sql: str, secret: str) -> int:
 
 @pytest.mark.timeout(120)
 def test_langmem_tools_write_and_delete_through_the_store():
-    pytest.importorskip("langmem")
     with load_target("langmem", backend="memory", embed=DeterministicFakeEmbedding(size=8), dims=8) as target:
         _plant(target)
         stored = [i.value["content"] for i in target.store.search(("memories", U1), limit=100)]
@@ -64,7 +63,6 @@ def test_langmem_tools_write_and_delete_through_the_store():
 
 @pytest.mark.timeout(180)
 def test_mem0_history_keeps_what_delete_took_out(tmp_path):
-    pytest.importorskip("mem0")
     with load_target("mem0", workdir=tmp_path / "m") as target:
         _plant(target)
         history = tmp_path / "m" / "history.db"
