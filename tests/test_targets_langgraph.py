@@ -135,24 +135,30 @@ def _pg_rows_count(uri: str, secret: str) -> int:
     return n
 
 
-def _pg_grep(uri: str, pgdata: Path, secret: str) -> dict[str, int]:
-    """Copies in the data directory by area, found with a plain byte count after a
-    CHECKPOINT: the store's and saver's table files (paths from the server), pg_wal,
-    and all files."""
+def _pg_grep(uri: str, pgdata: Path, secrets: list[str]) -> dict[str, dict[str, int]]:
+    """Copies of each secret in the data directory by area, found with a plain byte
+    count after a CHECKPOINT: the store's and saver's table files (paths from the
+    server), pg_wal, and all files."""
     import psycopg
 
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
-        heap = [r[0] for r in conn.execute(
+        heap = {str(pgdata / r[0]) for r in conn.execute(
             "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relname = ANY(%s)",
-            (["store", "store_vectors", "checkpoints", "checkpoint_blobs", "checkpoint_writes"],)).fetchall()]
-    needle = secret.encode()
-    all_files = [Path(d) / f for d, _, fs in os.walk(pgdata) for f in fs]
-    return {
-        "heap": sum((pgdata / h).read_bytes().count(needle) for h in heap if (pgdata / h).exists()),
-        "wal": sum(p.read_bytes().count(needle) for p in all_files if "pg_wal" in p.parts and p.is_file()),
-        "all": sum(p.read_bytes().count(needle) for p in all_files if p.is_file()),
-    }
+            (["store", "store_vectors", "checkpoints", "checkpoint_blobs", "checkpoint_writes"],)).fetchall()}
+    out = {s: {"heap": 0, "wal": 0, "all": 0} for s in secrets}
+    for d, _, fs in os.walk(pgdata):
+        for f in fs:
+            p = Path(d) / f
+            if not p.is_file():  # the server's Unix socket lives here
+                continue
+            data = p.read_bytes()
+            for s in secrets:
+                n = data.count(s.encode())
+                out[s]["all"] += n
+                out[s]["wal"] += n if "pg_wal" in p.parts else 0
+                out[s]["heap"] += n if str(p) in heap else 0
+    return out
 
 
 DISK = ("disk_pg_heap", "disk_pg_index", "disk_pg_toast", "disk_pg_wal", "disk_pg_other")
@@ -170,8 +176,9 @@ def test_postgres_backend_each_deletion_step_matches_sql_and_grep(pg_server, pg_
             if act is not None:
                 act()
             scans = scan_all(target.surfaces(), [S1, S2])
+            greps = _pg_grep(pg_db, pg_server.pgdata, [S1, S2])
             for s in (S1, S2):
-                grep = _pg_grep(pg_db, pg_server.pgdata, s)
+                grep = greps[s]
                 got = {x: _copies(scans, x, s) for x in ("store_api", "pg_rows", "checkpoint", *DISK)}
                 seen[(phase, s)] = got
                 assert got["pg_rows"] == _pg_rows_count(pg_db, s), (phase, s, got)

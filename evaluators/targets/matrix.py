@@ -181,7 +181,7 @@ def _markdown(rows: list[dict[str, Any]], surfaces: list[str], n: int) -> str:
     """The compact table: per row the surfaces that still hold copies, the checked
     surfaces that hold none, and those not checked."""
     head = ["target", "deletion", "PR before→after", "AER_max before→after", "copies remain (users/n, copies)",
-            "checked, no copy", "not checked"]
+            "checked, no copy", "not checked / n/a"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "cells" not in r:
@@ -192,7 +192,7 @@ def _markdown(rows: list[dict[str, Any]], surfaces: list[str], n: int) -> str:
         cells = r["cells"]
         held = [f"{s} {c}" for s, c in cells.items() if c[0].isdigit() and not c.startswith("0/")]
         clean = [s for s, c in cells.items() if c.startswith("0/") and "stale" not in c]
-        unchecked = [s for s, c in cells.items() if not c[0].isdigit()]
+        unchecked = [s if c == "not checked" else f"{s} (n/a)" for s, c in cells.items() if not c[0].isdigit()]
         lines.append(f"| {r['target']} | {r['deletion']} | {_f(r['pr'])}→{_f(r['pr_after'])} | "
                      f"{_f(r['aer'])}→{_f(r['aer_after'])} | {'; '.join(held) or 'none'} | "
                      f"{', '.join(clean) or '-'} | {', '.join(unchecked) or '-'} |")
