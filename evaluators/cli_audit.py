@@ -2,7 +2,9 @@
 
 TARGET is a built-in target (``langgraph``, ``langmem``, ``mem0``, ``memkit``;
 :data:`evaluators.targets.base.BUILTIN`) with its options (``--backend``,
-``--pg-uri``, ``--pgdata``, ``--workdir``), or ``package.module:factory`` (the current
+``--pg-uri``, ``--pgdata``, ``--workdir``; ``--backend postgres`` without
+``--pg-uri`` starts a temporary PostgreSQL 16 + pgvector with ``pgserver`` and removes
+it after the run), or ``package.module:factory`` (the current
 directory is importable). A factory may take any of ``mode``, ``backend``,
 ``pg_uri``, ``pgdata``, ``workdir`` (it gets those its signature names) and returns
 a :class:`~evaluators.targets.base.Target`, or a mapping with ``agent``, ``feed`` and
@@ -152,6 +154,14 @@ def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope
 
     if ":" in spec and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `examples.my_agent:build` from the repository root
+    if spec in ("langgraph", "langmem") and options.get("backend") == "postgres" and not options.get("pg_uri"):
+        # no server given: a temporary PostgreSQL 16 + pgvector (pgserver), removed after the run
+        from evaluators.targets.matrix import temporary_postgres
+
+        with temporary_postgres() as (server, root):
+            return run_target(spec, options={**options, "pg_uri": server.get_uri(), "pgdata": root}, mode=mode,
+                              forget_scope=forget_scope, steps=steps, delete_threads=delete_threads, n=n,
+                              seed=seed, data=data, kind=kind, n_resamples=n_resamples)
     made = load_target(spec, mode=mode, **options)
     common = {"n": n, "seed": seed, "data": data, "kind": kind, "n_resamples": n_resamples,
               "delete_threads": delete_threads}

@@ -36,6 +36,7 @@ def in_repo(monkeypatch):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_example_agent_fails_after_raw_only_and_passes_after_full_purge(app, in_repo, tmp_path, embedder):
     runner = CliRunner()
     junit = tmp_path / "audit.xml"

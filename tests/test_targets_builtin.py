@@ -42,6 +42,7 @@ def _like(db, sql: str, secret: str) -> int:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_langmem_tools_write_and_delete_through_the_store():
     with load_target("langmem", backend="memory", embed=DeterministicFakeEmbedding(size=8), dims=8) as target:
         _plant(target)
@@ -62,6 +63,7 @@ def test_langmem_tools_write_and_delete_through_the_store():
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_mem0_history_keeps_what_delete_took_out(tmp_path):
     with load_target("mem0", workdir=tmp_path / "m") as target:
         _plant(target)
@@ -101,6 +103,7 @@ def test_memkit_design_raw_only_keeps_the_summary_and_compact(tmp_path, embedder
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_audit_runs_a_target_with_steps_and_reports_na():
     from evaluators.audit import audit
 

@@ -165,6 +165,7 @@ DISK = ("disk_pg_heap", "disk_pg_index", "disk_pg_toast", "disk_pg_wal", "disk_p
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_postgres_backend_each_deletion_step_matches_sql_and_grep(pg_server, pg_db):
     with _build("postgres", pg_uri=pg_db, pgdata=pg_server.pgdata) as target:
         _plant(target)
@@ -225,3 +226,33 @@ def test_target_defaults_are_not_applicable():
         t.forget_secret("x", "u")
     with pytest.raises(ValueError, match="module:factory"):
         load_target("nonsense")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.slow
+def test_cli_audits_langgraph_on_postgres_end_to_end(pg_server, pg_db, embedder):
+    """`memkit audit langgraph --backend postgres` with every step: the store and the
+    deleted threads are clean in SQL, the WAL is not, so `--fail-on residue` fails."""
+    import typer
+    from typer.testing import CliRunner
+
+    from evaluators.cli_audit import register_cli
+
+    app = typer.Typer()
+    register_cli(app)
+    app.command("noop")(lambda: None)
+    res = CliRunner().invoke(app, [
+        "audit", "langgraph", "--backend", "postgres", "--pg-uri", pg_db, "--pgdata", str(pg_server.pgdata),
+        "--n", "1", "--n-resamples", "10", "--delete-threads", "--step", "vacuum", "--step", "vacuum_full",
+        "--step", "checkpoint_wal", "--fail-on", "residue", "--json"])
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.output)
+    assert out["phases"] == ["before", "forget", "vacuum", "vacuum_full", "checkpoint_wal"]
+    before = out["surface_scans"]["before"]
+    assert all(before[s]["holders"] == 1 for s in ("store_api", "pg_rows", "disk_pg_heap", "disk_pg_wal", "checkpoint"))
+    assert out["residue"]["store_api"] == out["residue"]["pg_rows"] == out["residue"]["checkpoint"] == 0
+    assert out["residue"]["disk_pg_heap"] == 0 and out["residue"]["disk_pg_wal"] == 1
+    assert out["AER"]["max"] == 1.0 and out["AER_after"]["max"] == 0.0
+    assert [f["failed"] for f in out["fail_on"]] == [True]
+    # independently: no live row of the store's or saver's tables holds the canary
+    assert _pg_rows_count(pg_db, out["canaries"][0]["value"]) == 0
