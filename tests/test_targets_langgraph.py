@@ -210,7 +210,7 @@ def test_postgres_without_pgdata_lists_disk_surfaces_not_checked(pg_db):
         assert scans["pg_rows"].copies(S1) == _pg_rows_count(pg_db, S1) > 0
 
 
-def test_target_defaults_are_not_applicable():
+def test_target_defaults_are_not_applicable(embedder):  # PR's study rule embeds with MiniLM
     class Bare(Target):
         name = "bare"
 
@@ -224,6 +224,12 @@ def test_target_defaults_are_not_applicable():
     assert not t.supports("forget_secret") and not t.supports("forget_user")
     with pytest.raises(NotApplicable):
         t.forget_secret("x", "u")
+    from evaluators.audit import audit
+
+    res = audit(t, forget=True, n=1, n_resamples=10)
+    # a forget the target has not is n/a: no after-forget numbers, not zeros
+    assert res.forget_mode.startswith("n/a") and res.aer_after is None and res.pr_after is None
+    assert "n/a: bare has no forget_secret" in res.report and res.residue == {}
     with pytest.raises(ValueError, match="module:factory"):
         load_target("nonsense")
 
