@@ -262,3 +262,43 @@ def test_cli_audits_langgraph_on_postgres_end_to_end(pg_server, pg_db, embedder)
     assert [f["failed"] for f in out["fail_on"]] == [True]
     # independently: no live row of the store's or saver's tables holds the canary
     assert _pg_rows_count(pg_db, out["canaries"][0]["value"]) == 0
+
+
+@pytest.mark.timeout(120)
+def test_postgres_toast_and_compressed_values(pg_server, pg_db):
+    """A large value PostgreSQL cannot compress goes to the TOAST table as it is
+    (found there byte by byte); one it compresses is not readable in the files, and
+    the disk surfaces say so instead of calling it clean."""
+    import random
+
+    import psycopg
+
+    big, squeezed = "T0A-SAFFRON-7310", "C0M-MAUVE-2207"  # secrets no other test plants on this server
+    rng = random.Random(0)
+    noise = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 ") for _ in range(6000))
+    with _build("postgres", pg_uri=pg_db, pgdata=pg_server.pgdata) as target:
+        target.store.put(("memories", U1), "big", {"content": noise[:3000] + f" token {big} " + noise[3000:]})
+        scans = scan_all(target.surfaces(), [big])
+        with psycopg.connect(pg_db, autocommit=True) as conn:
+            toast = [r[0] for r in conn.execute(
+                "SELECT pg_relation_filepath(reltoastrelid) FROM pg_class WHERE relname = 'store'").fetchall()]
+        grep = sum((pg_server.pgdata / t).read_bytes().count(big.encode()) for t in toast)
+        assert scans["disk_pg_toast"].copies(big) == grep == 1
+        assert scans["pg_rows"].copies(big) == 1
+        target.store.put(("memories", U1), "squeezed", {"content": f"token {squeezed} " + "the same words again " * 400})
+        scans = scan_all(target.surfaces(), [squeezed])
+        assert scans["pg_rows"].copies(squeezed) == 1
+        assert all(scans[x].copies(squeezed) == 0 for x in DISK)  # compressed: not in the files as bytes ...
+        assert all("compressed" in scans[x].partial for x in DISK)  # ... so none of them is clean
+
+
+@pytest.mark.timeout(120)
+def test_langmem_on_postgres_writes_and_deletes_rows(pg_db):
+    with load_target("langmem", backend="postgres", pg_uri=pg_db, embed=DeterministicFakeEmbedding(size=8),
+                     dims=8) as target:
+        _plant(target)
+        assert _copies(scan_all(target.surfaces(), [S1]), "pg_rows", S1) == _pg_rows_count(pg_db, S1) > 0
+        target.forget_user(U1)
+        after = scan_all(target.surfaces(), [S1])
+        assert _copies(after, "store_api", S1) == _copies(after, "pg_rows", S1) == _pg_rows_count(pg_db, S1) == 0
+        assert after["disk_pg_heap"].status == "not_checked"  # no pgdata given

@@ -120,6 +120,8 @@ class SurfaceScan:
         notes: what a reader should know (partly unread parts, compressed values).
         unattributed: copies of some old text that cannot be tied to one secret
             (a stale vector), by location.
+        partial: the surface was checked but part of it could not be read (values
+            stored compressed, pages not flushed): why. Its zeros are then not clean.
     """
 
     surface: str
@@ -128,6 +130,7 @@ class SurfaceScan:
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
     unattributed: list[str] = field(default_factory=list)
+    partial: str | None = None
 
     def add(self, secret: str, location: str, n: int = 1) -> None:
         """Record ``n`` copies of ``secret`` at ``location`` (masked here)."""
@@ -154,6 +157,7 @@ class SurfaceScan:
             "locations": [loc for s in secrets for loc in self.hits.get(s, [])[:5]],
             "notes": list(self.notes),
             "unattributed": [mask(u, secrets) for u in self.unattributed],
+            "partial": self.partial,
         }
 
 

@@ -159,7 +159,8 @@ def run_matrix(*, n: int = 2, seed: int = 0, pg_uri: str | None = None, pgdata: 
                     "target": name, "deletion": " + ".join(done), "pr": res.pr, "pr_after": res.pr_after,
                     "aer": res.aer["max"], "aer_after": res.aer_after["max"] if res.aer_after else None,
                     "cells": {s: res.cell(phase, s) for s in res.surface_scans[phase]},
-                    "reasons": {s: d["reason"] for s, d in res.surface_scans[phase].items() if d.get("reason")},
+                    "reasons": {s: d["reason"] or d["partial"] for s, d in res.surface_scans[phase].items()
+                                if d.get("reason") or d.get("partial")},
                 })
     surfaces = list(dict.fromkeys(s for r in rows for s in r.get("cells", {})))
     md = _markdown(rows, surfaces, n)
@@ -191,8 +192,11 @@ def _markdown(rows: list[dict[str, Any]], surfaces: list[str], n: int) -> str:
             continue
         cells = r["cells"]
         held = [f"{s} {c}" for s, c in cells.items() if c[0].isdigit() and not c.startswith("0/")]
-        clean = [s for s, c in cells.items() if c.startswith("0/") and "stale" not in c]
+        clean = [s for s, c in cells.items() if c.startswith("0/") and "stale" not in c and "partly" not in c]
         unchecked = [s if c == "not checked" else f"{s} (n/a)" for s, c in cells.items() if not c[0].isdigit()]
+        unchecked += [f"{s} (partly unread, none found)" for s, c in cells.items()
+                      if c.startswith("0/") and "partly" in c]
+        held += [f"{s} {c}" for s, c in cells.items() if c.startswith("0/") and "stale" in c]
         lines.append(f"| {r['target']} | {r['deletion']} | {_f(r['pr'])}→{_f(r['pr_after'])} | "
                      f"{_f(r['aer'])}→{_f(r['aer_after'])} | {'; '.join(held) or 'none'} | "
                      f"{', '.join(clean) or '-'} | {', '.join(unchecked) or '-'} |")

@@ -17,7 +17,8 @@ adds what the callables could not say:
 :class:`TargetAuditResult` is an :class:`~evaluators.audit.AuditResult` with the
 surface table (``surface_scans``), whose ``residue`` holds, per surface, how many
 users' canaries the last phase still finds (surfaces not checked are left out of
-``residue`` and listed in ``residue_unchecked`` with the reason).
+``residue`` and listed in ``residue_unchecked`` with the reason; a surface read only
+in part is in both).
 """
 
 from __future__ import annotations
@@ -56,14 +57,17 @@ class TargetAuditResult(AuditResult):
     surface_scans: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def cell(self, phase: str, surface: str) -> str:
-        """The table cell: ``k/n`` users with copies (``+c copies``), or
-        ``not checked`` / ``n/a``."""
+        """The table cell: ``k/n (c)``: k of n users' canaries, c copies (``+s stale``
+        unattributed vectors; ``, partly unread`` when part of the surface was not
+        read), or ``not checked`` / ``n/a``."""
         d = self.surface_scans.get(phase, {}).get(surface)
         if d is None:
             return "n/a"
         if d["status"] != "checked":
             return "not checked" if d["status"] == "not_checked" else "n/a"
-        return f"{d['holders']}/{self.n} ({sum(d['copies'])})"
+        extra = f" +{len(d['unattributed'])} stale" if d.get("unattributed") else ""
+        extra += ", partly unread" if d.get("partial") else ""
+        return f"{d['holders']}/{self.n} ({sum(d['copies'])}){extra}"
 
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
         out = super().to_dict(records=records)
@@ -205,4 +209,6 @@ def audit_target(
     last = scans[phases[-1]]
     result.residue = {name: s.holders(secrets) for name, s in last.items() if s.status == "checked"}
     result.residue_unchecked = {name: [s.reason or s.status] for name, s in last.items() if s.status != "checked"}
+    result.residue_unchecked.update({name: [f"partly not read: {s.partial}"] for name, s in last.items()
+                                     if s.status == "checked" and s.partial})
     return result
