@@ -29,7 +29,8 @@ surface           what is read
 Bytes are matched with :mod:`memkit.matching` (every spelling of the secret over
 UTF-8). Values PostgreSQL compressed (``pglz``/``lz4``, values over about 2 kB) are
 not decoded in the files: when a live row holds a compressed value
-(``pg_column_compression``), the disk surfaces carry a note saying so; a dead tuple's
+(``pg_column_compression``), every disk surface carries a note saying so (callers
+report such a surface as read only in part, never clean); a dead tuple's
 compression cannot be asked for. Before reading files, :func:`scan_disk` can run
 ``CHECKPOINT`` (``flush=True``) so that the files hold what the server's shared
 buffers hold; a checkpoint deletes nothing (it lets the server recycle WAL segments,
