@@ -620,7 +620,7 @@ def _aer_ci(shares: dict[str, list[float]], n_resamples: int, seed: int) -> tupl
 def audit(
     agent: Any,
     *,
-    feed: Any,
+    feed: Any = None,
     forget: Callable[..., Any] | None = None,
     forget_mode: str | None = None,
     data: str | Sequence[Instance] = "synthetic",
@@ -637,13 +637,21 @@ def audit(
     synthetic_sessions: int | tuple[int, int] = (2, 4),
     synthetic_turns: int | tuple[int, int] = (6, 8),
     n_resamples: int = 1000,
+    forget_steps: Sequence[str] = (),
+    target_forget_scope: str = "secret",
 ) -> AuditResult:
     """Audit an agent's memory: PR, AER per level, and FRS after an optional forget.
 
     Args:
-        agent: the agent to ask (Runnable or callable; module doc).
+        agent: the agent to ask (Runnable or callable; module doc), or a
+            :class:`evaluators.targets.base.Target`: then ``feed``/``forget`` come from
+            the target (``forget`` is a switch: ``True`` runs the forget), every
+            surface of the target is scanned before and after the forget and after each
+            of ``forget_steps``, and the result is an
+            :class:`evaluators.targets.run.TargetAuditResult`
+            (:func:`evaluators.targets.run.audit_target`).
         feed: how a session enters the agent's memory (module doc; e.g.
-            :func:`store_feeder`).
+            :func:`store_feeder`); required unless ``agent`` is a target.
         forget: :data:`FORGET_SIGNATURE` (e.g. :func:`store_forgetter`); ``None``
             skips the forget phase.
         forget_mode: the label the report gives the forget (e.g. the deletion mode
@@ -673,6 +681,10 @@ def audit(
         input_fn, output_fn: adapters for a Runnable agent (:func:`as_asker`).
         synthetic_sessions, synthetic_turns: synthetic instance sizes (int or range).
         n_resamples: bootstrap resamples for the CIs (the study: 1000).
+        forget_steps: with a target, deletion steps after the forget (``vacuum``,
+            ``vacuum_full``, ``checkpoint_wal`` ...; one it lacks is reported n/a).
+        target_forget_scope: with a target, ``"secret"`` (its ``forget_secret``) or
+            ``"user"`` (its ``forget_user``).
 
     Returns:
         :class:`AuditResult` (``.report`` is markdown, ``.to_dict()`` JSON-ready).
@@ -684,6 +696,17 @@ def audit(
             the expected signature).
         ValueError: bad ``n`` or ``data``.
     """
+    from evaluators.targets.base import Target
+
+    if isinstance(agent, Target):
+        from evaluators.targets.run import audit_target
+
+        return audit_target(agent, forget_scope=target_forget_scope, steps=forget_steps,
+                            delete_threads=delete_threads, forget=bool(forget), data=data, n=n,
+                            seed=seed, kind=kind, synthetic_sessions=synthetic_sessions,
+                            synthetic_turns=synthetic_turns, n_resamples=n_resamples)
+    if feed is None:
+        raise TypeError(f"audit: feed is required (a callable {FEED_SIGNATURE}) unless agent is a Target")
     if not hasattr(agent, "invoke"):
         check_callable(agent, 2, "agent", ASK_SIGNATURE)
     if not hasattr(feed, "invoke"):

@@ -15,6 +15,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 
+# A real PostgreSQL server for the tests that need one (tests/pg_fixtures.py).
+pytest_plugins = ["pg_fixtures"]
+
 
 DATA = REPO / "tests" / "data"
 """Data the tests read: committed in the repository (see tests/data/README.md)."""

@@ -12,6 +12,7 @@ callable ``register(app: typer.Typer) -> None``).
 | ``memkit report`` | :mod:`evaluators.cli.report` | :func:`evaluators.report.write_report` |
 | ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
 | ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.judge_run.judge_run` |
+| ``memkit audit`` | :mod:`evaluators.cli.audit` | :func:`evaluators.audit.audit` |
 | ``memkit residue`` | :mod:`memkit.residue` (``register_cli``) | :func:`memkit.residue.scan` |
 """
 
@@ -50,11 +51,11 @@ def main(
 def _register() -> None:
     """Attach memkit's own commands, then those other packages register under
     ``memkit.commands`` (a name already taken is not replaced)."""
-    from evaluators.cli import compare, judge, report, sweep
+    from evaluators.cli import audit, compare, judge, report, sweep
     from memkit import residue
 
     for register in (residue.register_cli, sweep.register, report.register,
-                     judge.register, compare.register):
+                     judge.register, compare.register, audit.register):
         register(app)
     taken = {c.name for c in app.registered_commands}
     for ep in entry_points(group="memkit.commands"):

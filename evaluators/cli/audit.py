@@ -1,0 +1,107 @@
+"""``memkit audit TARGET``: audit a memory system from the command line or CI.
+
+TARGET is a built-in target (``langgraph``, ``langmem``, ``mem0``, ``memkit``;
+:data:`evaluators.targets.base.BUILTIN`) with its options (``--backend``,
+``--pg-uri``, ``--pgdata``, ``--workdir``; ``--backend postgres`` without
+``--pg-uri`` starts a temporary PostgreSQL 16 + pgvector with ``pgserver`` and removes
+it after the run), or ``package.module:factory`` (the current
+directory is importable). A factory may take any of ``mode``, ``backend``,
+``pg_uri``, ``pgdata``, ``workdir`` (it gets those its signature names) and returns
+a :class:`~evaluators.targets.base.Target`, or a mapping with ``agent``, ``feed`` and
+optionally ``forget``, ``store``, ``checkpointer``, ``also`` (the arguments of
+:func:`evaluators.audit.audit`), or a tuple ``(agent, feed[, forget[, store]])``.
+
+``--fail-on`` (repeatable) makes the exit status 1 when a condition holds:
+
+* ``residue``: some surface still holds some user's canary after the forget (and
+  after the deletion steps asked for);
+* ``unchecked``: some surface could not be checked (never clean);
+* ``METRIC OP NUMBER`` with OP one of ``> >= < <= == !=`` and METRIC one of
+  ``aer_max`` (AER_max before the forget), ``aer_after_max`` (after it), ``pr``,
+  ``pr_after``, ``frs_worst``, ``residue_users`` (users whose canary the worst
+  surface holds). A metric the run did not measure (n/a) trips its condition: CI
+  must not pass on a number that does not exist.
+
+``--json`` prints the result as JSON instead of the markdown report; ``--junit FILE``
+writes JUnit XML (one test case per ``--fail-on`` condition, the report as
+``system-out``) that CI systems display. ``--matrix`` runs every built-in target
+with every forget scope and deletion step (:mod:`evaluators.targets.matrix`).
+Exit status: 0 passed, 1 a condition held, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from evaluators.targets.gates import evaluate, junit_xml, parse_condition, run_target
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``memkit audit`` on the ``memkit`` app."""
+
+    @app.command("audit")
+    def audit_cmd(
+        target: str = typer.Argument(None, help="Built-in target (langgraph, langmem, mem0, memkit) or module:factory."),
+        backend: str = typer.Option(None, help="langgraph/langmem backend: memory, sqlite, postgres."),
+        pg_uri: str = typer.Option(None, "--pg-uri", help="PostgreSQL connection string (backend postgres)."),
+        pgdata: Path = typer.Option(None, "--pgdata", help="The server's data directory, when local: its files are scanned."),
+        workdir: Path = typer.Option(None, help="Where a target keeps its files (sqlite, mem0)."),
+        n: int = typer.Option(4, help="Users (LongMemEval instances) to audit."),
+        seed: int = typer.Option(0),
+        data: str = typer.Option("synthetic", help="'synthetic' or a LongMemEval JSON file."),
+        kind: str = typer.Option("token", help="Canary kind."),
+        mode: str = typer.Option("full_purge", help="Deletion mode passed to the factory ('none': no forget)."),
+        forget_scope: str = typer.Option("secret", help="A target's forget: 'secret' or 'user'."),
+        step: list[str] = typer.Option([], "--step", help="Deletion step after the forget (repeatable): vacuum, vacuum_full, checkpoint_wal, wal_checkpoint."),
+        delete_threads: bool = typer.Option(False, "--delete-threads", help="Also delete each user's conversations."),
+        fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when it holds (repeatable): residue, unchecked, 'aer_max>0.2' ..."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of markdown."),
+        junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+        n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
+        matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
+        out: Path = typer.Option(None, help="--matrix: also write the table (markdown) and JSON beside it."),
+    ) -> None:
+        """Audit a memory system: PR, AER before/after the forget, copies left on every surface."""
+        import time
+
+        try:
+            conditions = [parse_condition(c) for c in fail_on]
+        except ValueError as exc:
+            typer.echo(f"memkit audit: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if matrix:
+            from evaluators.targets.matrix import run_matrix
+
+            table = run_matrix(n=n, seed=seed, pg_uri=pg_uri, pgdata=pgdata, n_resamples=n_resamples, out=out)
+            typer.echo(table["markdown"])
+            raise typer.Exit(0)
+        if not target:
+            typer.echo("memkit audit: give a TARGET (or --matrix)", err=True)
+            raise typer.Exit(2)
+        options = {k: v for k, v in {"backend": backend, "pg_uri": pg_uri, "pgdata": pgdata,
+                                     "workdir": workdir}.items() if v is not None}
+        t0 = time.perf_counter()
+        try:
+            result = run_target(target, options=options, mode=mode, forget_scope=forget_scope, steps=step,
+                                delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
+                                n_resamples=n_resamples)
+        except (ValueError, TypeError, ImportError, AttributeError) as exc:
+            typer.echo(f"memkit audit: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        seconds = time.perf_counter() - t0
+        verdicts = evaluate(result, conditions)
+        if as_json:
+            payload = result.to_dict()
+            payload["fail_on"] = [{"condition": c.text, "failed": hit, "detail": msg} for c, hit, msg in verdicts]
+            typer.echo(json.dumps(payload, indent=2, default=str))
+        else:
+            typer.echo(result.report)
+            for c, hit, msg in verdicts:
+                typer.echo(f"{'FAIL' if hit else 'ok  '} --fail-on {c.text}: {msg}")
+        if junit is not None:
+            junit.write_text(junit_xml(target, verdicts, result.report, seconds))
+        if any(hit for _, hit, _ in verdicts):
+            raise typer.Exit(1)

@@ -1,0 +1,328 @@
+"""The target protocol: one small interface for "a memory system under audit".
+
+A :class:`Target` is what :func:`evaluators.audit.audit` runs: it can
+
+* **feed** a session into its memory (``feed(turns, session_id, date, user_id)``);
+* **ask** a question in a fresh conversation (``ask(text, user_id, thread_id)``);
+* **forget a secret** of a user (``forget_secret(secret, user_id)``);
+* **forget a user** (``forget_user(user_id)``: every memory and conversation);
+* list the **surfaces** it keeps (:meth:`Target.surfaces`): each a :class:`Surface`,
+  a scanner that reports where copies of a secret still live;
+* run **deletion steps** beyond its API delete (:meth:`Target.deletion_steps`:
+  ``VACUUM``, ``VACUUM FULL``, a WAL switch ...), each rescanned by the audit.
+
+Any operation may be *not applicable* to a target: it raises :class:`NotApplicable`
+with the reason and the audit reports "n/a" for it, never 0. A surface a scanner
+could not read (a server's disk memkit has no access to) is reported ``not_checked``
+with the reason: memkit never calls bytes it did not read clean.
+
+The shape follows the six-method adapter of ForgetEval (arXiv 2606.15903), in which
+a store can answer "not applicable"; memkit adds the surfaces, which that adapter
+lacks. ``load_target("package.module:factory")`` loads a user's own target; the
+built-in ones (``langgraph``, ``langmem``, ``mem0``, ``memkit``) live beside this
+module (:data:`BUILTIN`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memkit.matching import matcher
+
+__all__ = [
+    "BUILTIN",
+    "NotApplicable",
+    "Surface",
+    "SurfaceScan",
+    "Target",
+    "copies_in",
+    "load_target",
+    "mask",
+]
+
+Status = Literal["checked", "not_checked", "n/a"]
+
+BUILTIN: dict[str, str] = {
+    "langgraph": "evaluators.targets.langgraph:build",
+    "langmem": "evaluators.targets.langmem:build",
+    "mem0": "evaluators.targets.mem0:build",
+    "memkit": "evaluators.targets.memkit_design:build",
+}
+"""Built-in target names -> ``module:factory``."""
+
+
+class NotApplicable(Exception):  # noqa: N818 - the field's term ("n/a"), not an error
+    """The target has no such operation or surface; reported as n/a, never as 0."""
+
+
+_MASK = "[SECRET]"
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every spelling of every secret replaced by ``[SECRET]``
+    (:mod:`memkit.matching`), so a report never repeats a secret."""
+    for s in secrets:
+        text = matcher(s).text.sub(_MASK, text)
+    return text
+
+
+def copies_in(value: Any, secret: str) -> int:
+    """Copies of ``secret`` in a value: a string (searched as is and, when it is a
+    JSON document, decoded too), bytes (UTF-8), a number, or nested mappings (keys
+    too) / sequences of them (:class:`memkit.matching.SecretMatcher`).
+
+    Returns:
+        The number of non-overlapping copies (0 when none).
+    """
+    m = matcher(secret)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(m.byte_spans(bytes(value)))
+    if isinstance(value, str):
+        n = len(m.spans(value))
+        if n == 0 and value[:1] in "[{\"":
+            import json
+
+            try:
+                decoded = json.loads(value)
+            except (ValueError, RecursionError):
+                return 0
+            if decoded != value:
+                return copies_in(decoded, secret)
+        return n
+    if isinstance(value, bool) or value is None:
+        return 0
+    if isinstance(value, (int, float)):
+        return len(m.spans(str(value)))
+    if isinstance(value, dict):
+        return sum(copies_in(k, secret) + copies_in(v, secret) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(copies_in(v, secret) for v in value)
+    if hasattr(value, "model_dump"):
+        return copies_in(value.model_dump(), secret)
+    return len(m.spans(repr(value)))
+
+
+@dataclass
+class SurfaceScan:
+    """What one surface holds of some secrets.
+
+    Attributes:
+        surface: the surface's name (e.g. ``store_api``, ``pg_rows``, ``disk_pg_wal``).
+        status: ``checked``; ``not_checked`` (could not be read: ``reason`` says why;
+            never clean); ``n/a`` (the target keeps no such surface).
+        hits: secret -> locations of its copies (secrets masked), one per copy.
+        reason: why the surface is not checked or n/a.
+        notes: what a reader should know (partly unread parts, compressed values).
+        unattributed: copies of some old text that cannot be tied to one secret
+            (a stale vector), by location.
+        partial: the surface was checked but part of it could not be read (values
+            stored compressed, pages not flushed): why. Its zeros are then not clean.
+    """
+
+    surface: str
+    status: Status = "checked"
+    hits: dict[str, list[str]] = field(default_factory=dict)
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    unattributed: list[str] = field(default_factory=list)
+    partial: str | None = None
+
+    def add(self, secret: str, location: str, n: int = 1) -> None:
+        """Record ``n`` copies of ``secret`` at ``location`` (masked here)."""
+        if n > 0:
+            self.hits.setdefault(secret, []).extend([mask(location, [secret])] * n)
+
+    def copies(self, secret: str) -> int | None:
+        """Copies of ``secret`` found; ``None`` when the surface is not checked or n/a."""
+        return len(self.hits.get(secret, [])) if self.status == "checked" else None
+
+    def holders(self, secrets: Sequence[str]) -> int | None:
+        """How many of ``secrets`` have at least one copy here (``None``: not checked / n/a)."""
+        if self.status != "checked":
+            return None
+        return sum(1 for s in secrets if self.hits.get(s))
+
+    def to_dict(self, secrets: Sequence[str]) -> dict[str, Any]:
+        """JSON-ready: status, reason, copies per secret index, holders, sample
+        locations (masked), notes."""
+        return {
+            "surface": self.surface, "status": self.status, "reason": self.reason,
+            "holders": self.holders(secrets),
+            "copies": None if self.status != "checked" else [len(self.hits.get(s, [])) for s in secrets],
+            "locations": [loc for s in secrets for loc in self.hits.get(s, [])[:5]],
+            "notes": list(self.notes),
+            "unattributed": [mask(u, secrets) for u in self.unattributed],
+            "partial": self.partial,
+        }
+
+
+class Surface(ABC):
+    """A place a target keeps data, with a scanner for copies of secrets.
+
+    Attributes:
+        name: the surface's name in reports.
+        description: what is read, and how (API, SQL, bytes).
+    """
+
+    name: str = "surface"
+    description: str = ""
+
+    @abstractmethod
+    def scan(self, secrets: Sequence[str]) -> SurfaceScan:
+        """Copies of each secret on this surface (read-only)."""
+
+
+class FunctionSurface(Surface):
+    """A :class:`Surface` from a function ``secrets -> SurfaceScan``."""
+
+    def __init__(self, name: str, fn: Callable[[Sequence[str]], SurfaceScan], description: str = ""):
+        self.name, self._fn, self.description = name, fn, description
+
+    def scan(self, secrets: Sequence[str]) -> SurfaceScan:
+        """Run the function; its result is renamed to this surface."""
+        out = self._fn(secrets)
+        out.surface = self.name
+        return out
+
+
+class UncheckedSurface(Surface):
+    """A surface memkit cannot read here (``not_checked``) or that this configuration
+    of the target does not keep (``status="n/a"``), with the reason."""
+
+    def __init__(self, name: str, reason: str, description: str = "", status: Status = "not_checked"):
+        self.name, self.reason, self.description, self.status = name, reason, description, status
+
+    def scan(self, secrets: Sequence[str]) -> SurfaceScan:
+        """Report the status with the reason."""
+        return SurfaceScan(self.name, self.status, reason=self.reason)
+
+
+class Target(ABC):
+    """A memory system under audit (module doc). Subclasses implement :meth:`feed`
+    and :meth:`ask`; every other operation defaults to :class:`NotApplicable`.
+
+    Attributes:
+        name: the target's label in reports (e.g. ``langgraph[postgres]``).
+    """
+
+    name: str = "target"
+
+    @abstractmethod
+    def feed(self, turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
+        """Put one session (LongMemEval turn dicts ``{"role", "content"}``) into the
+        user's memory, as the system does after a conversation."""
+
+    @abstractmethod
+    def ask(self, text: str, user_id: str, thread_id: str) -> str:
+        """Answer ``text`` for ``user_id`` in a new conversation ``thread_id``."""
+
+    def forget_secret(self, secret: str, user_id: str) -> Any:
+        """Delete ``secret`` from the user's memory through the system's own API.
+
+        Raises:
+            NotApplicable: the system cannot forget one fact (the default).
+        """
+        raise NotApplicable(f"{self.name} has no API to forget one secret")
+
+    def forget_user(self, user_id: str) -> Any:
+        """Delete everything the system keeps of ``user_id`` through its own API.
+
+        Raises:
+            NotApplicable: the system cannot forget a user (the default).
+        """
+        raise NotApplicable(f"{self.name} has no API to forget a user")
+
+    def delete_threads(self, user_id: str) -> Any:
+        """Delete the user's conversations (checkpointer threads) the target opened.
+
+        Raises:
+            NotApplicable: the system keeps no conversations (the default).
+        """
+        raise NotApplicable(f"{self.name} keeps no conversations to delete")
+
+    def supports(self, operation: str) -> bool:
+        """Whether the target implements ``operation`` (``forget_secret``,
+        ``forget_user``, ``delete_threads``): a subclass overrides it."""
+        return getattr(type(self), operation, None) is not getattr(Target, operation, None)
+
+    def surfaces(self) -> list[Surface]:
+        """The surfaces the system keeps (default none)."""
+        return []
+
+    def deletion_steps(self) -> dict[str, Callable[[], Any]]:
+        """Deletion steps beyond the API delete, by name, in the order they apply
+        (default none); the audit runs the ones asked for after the forget."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook: most targets hold nothing
+        """Release what the target holds (connections, servers); idempotent."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def scan_all(surfaces: Sequence[Surface], secrets: Sequence[str]) -> dict[str, SurfaceScan]:
+    """Every surface's scan, by name (a scanner that raises :class:`NotApplicable` is
+    ``n/a``; one that raises ``OSError`` is ``not_checked`` with the error)."""
+    out: dict[str, SurfaceScan] = {}
+    for s in surfaces:
+        try:
+            out[s.name] = s.scan(secrets)
+        except NotApplicable as exc:
+            out[s.name] = SurfaceScan(s.name, "n/a", reason=str(exc))
+        except OSError as exc:
+            out[s.name] = SurfaceScan(s.name, "not_checked", reason=f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def load_target(spec: str, **options: Any) -> Any:
+    """Load a target: a built-in name (:data:`BUILTIN`) or ``"package.module:factory"``.
+
+    The factory is called with the ``options`` its signature accepts (a factory with
+    ``**kwargs`` gets all of them; options it does not take are dropped).
+
+    Args:
+        spec: ``langgraph``, ``langmem``, ``mem0``, ``memkit`` or ``module:factory``.
+        options: keyword options for the factory (``backend``, ``pg_uri``, ``pgdata``,
+            ``mode`` ...).
+
+    Returns:
+        What the factory returns: a :class:`Target`, or for a user's own factory a
+        mapping with ``agent``, ``feed`` and optionally ``forget``, ``store``,
+        ``checkpointer`` (the arguments of :func:`evaluators.audit.audit`).
+
+    Raises:
+        ValueError: ``spec`` is neither a built-in name nor ``module:factory``.
+        ImportError: the module cannot be imported (for a built-in, the message names
+            the extra to install).
+        AttributeError: the module has no such factory.
+    """
+    path = BUILTIN.get(spec, spec)
+    if ":" not in path:
+        raise ValueError(f"target {spec!r}: give a built-in name ({', '.join(BUILTIN)}) or module:factory")
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if spec in BUILTIN:
+            raise ImportError(f"target {spec!r} needs a package that is not installed ({exc.name}); "
+                              f"install memkit's extra for it (pip install -e '.[{spec}]' or '.[postgres]')") from exc
+        raise
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise AttributeError(f"target {spec!r}: module {module_name} has no {attr!r}")
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory(**options)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return factory(**options)
+    return factory(**{k: v for k, v in options.items() if k in params})
