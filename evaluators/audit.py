@@ -63,8 +63,10 @@ from typing import Any
 import numpy as np
 from langchain_core.messages import BaseMessage
 
-from evaluators.metrics import aer_by_level, answers_correct, bootstrap_ci
+from evaluators.metrics import aer_by_level, bootstrap_ci
 from evaluators.probes import LEVELS, extracted, probes_for
+from evaluators.protocol import score_questions
+from evaluators.records import validate_audit_records
 from graphs.forget import DELETION_MODES, ForgetResult
 from graphs.forget import forget as run_forget
 from memkit.canaries import CanaryRecord, plant
@@ -589,27 +591,17 @@ def _question_round(
     run_id: str,
     records: list[dict[str, Any]],
 ) -> list[bool]:
-    responses = []
+    start = len(records)
     for user, inst in zip(users, instances, strict=True):
         thread = f"memkit-audit-{run_id}:{phase}:all:{user}:question"
-        responses.append(ask(inst.question, user, thread))
         records.append({
             "phase": phase, "tier": None, "user_id": user, "question_id": inst.question_id,
-            "query_kind": "question", "level": None, "template_id": None, "query": inst.question,
-            "response": responses[-1], "thread_id": thread, "expected": inst.answer_text,
+            "question_type": inst.question_type, "query_kind": "question", "level": None,
+            "template_id": None, "query": inst.question, "response": ask(inst.question, user, thread),
+            "thread_id": thread, "expected": inst.answer_text,
         })
-    expected = [inst.answer_text for inst in instances]
-    correct = answers_correct(
-        responses, expected, question_ids=[inst.question_id for inst in instances],
-        question_types=[inst.question_type for inst in instances],
-        questions=[inst.question for inst in instances],
-    )
-    study = answers_correct(responses, expected, rule="study")
-    k = len(records) - len(instances)
-    for rec, ok, ok_study in zip(records[k:], correct, study, strict=True):
-        rec["correct"] = bool(ok)
-        rec["correct_study"] = bool(ok_study)
-    return [bool(c) for c in correct]
+    score_questions(records[start:])  # the sweep's scoring (evaluators/protocol.py)
+    return [bool(r["correct"]) for r in records[start:]]
 
 
 def _aer_ci(shares: dict[str, list[float]], n_resamples: int, seed: int) -> tuple[float, float]:
@@ -749,6 +741,7 @@ def audit(
         records=records,
     )
     if forget is None:
+        validate_audit_records(records)
         return result
 
     result.forget_mode = forget_mode or "custom"
@@ -803,5 +796,6 @@ def audit(
         result.frs = frs
     else:
         result.frs = {"overall": result.aer_after["max"], "worst": result.aer_after["max"]}
+    validate_audit_records(records)
     return result
 

@@ -12,6 +12,8 @@ Every line of ``results.jsonl`` is one JSON object whose ``type`` names its reco
 ``unit_done`` (:class:`UnitDone`)
     the fsync'd marker after a unit's records, with its LLM call and token counts.
 
+:func:`evaluators.audit.audit` keeps one :class:`AuditCallRecord` per call of the agent.
+
 The sweep validates every record against its model before it writes it
 (:func:`validate_record`), so the file's schema is this module, not prose.
 
@@ -34,6 +36,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
+    "AuditCallRecord",
     "CallRecord",
     "CanaryRecord",
     "ForensicsRecord",
@@ -42,6 +45,7 @@ __all__ = [
     "load_records",
     "parse_record",
     "read_run",
+    "validate_audit_records",
     "validate_record",
 ]
 
@@ -142,6 +146,36 @@ class UnitDone(_Record):
     tokens: dict[str, Any] = Field(default_factory=dict)
 
 
+class AuditCallRecord(_Record):
+    """One call of :func:`evaluators.audit.audit` to the agent: a question or a probe
+    in a fresh conversation (``thread_id``), before (``phase="main"``) or after the
+    forget (``"forget"``, with retrieval restricted to ``tier`` when the store allows).
+
+    Attributes:
+        user_id, question_id: whose memory was asked (one user per instance).
+        query_kind: ``question`` or ``probe``; ``level``, ``template_id``: the probe's.
+        query, response: texts; ``expected``: the gold answer of a question.
+        correct, correct_study: PR's rules on a question.
+        extraction: ``{"exact", "normalized", "partial"}`` for a probe.
+    """
+
+    phase: Literal["main", "forget"]
+    tier: str | None = None
+    user_id: str
+    question_id: str
+    question_type: str | None = None
+    query_kind: Literal["question", "probe"]
+    level: str | None = None
+    template_id: str | None = None
+    query: str
+    response: Any = None
+    thread_id: str
+    expected: Any = None
+    correct: bool | None = None
+    correct_study: bool | None = None
+    extraction: dict[str, Any] | None = None
+
+
 Record = Annotated[CallRecord | CanaryRecord | ForensicsRecord | UnitDone, Field(discriminator="type")]
 _RECORD = TypeAdapter(Record)
 
@@ -171,6 +205,20 @@ def validate_record(obj: dict[str, Any], where: str = "record") -> dict[str, Any
     except ValidationError as exc:
         raise ValueError(f"{where}: not a valid {obj.get('type')!r} record: {exc}") from exc
     return obj
+
+
+def validate_audit_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Check every record of an audit against :class:`AuditCallRecord`; returns them.
+
+    Raises:
+        ValueError: naming the record's index and the bad field.
+    """
+    for i, rec in enumerate(records):
+        try:
+            AuditCallRecord.model_validate(rec)
+        except ValidationError as exc:
+            raise ValueError(f"audit record {i}: {exc}") from exc
+    return records
 
 
 def load_records(path: str | Path) -> tuple[list[dict[str, Any]], set[str], list[int]]:
