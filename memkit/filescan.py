@@ -52,6 +52,16 @@ _JSON_DECODE_MAX = 64 << 20
 _DECODERS = ["utf-8", *(codec for codec, _ in WIDE_ENCODINGS)]
 
 
+def _zip_at_end(data: Any) -> bool:
+    """Whether a zip's end-of-central-directory record sits near the end of ``data``
+    (:func:`zipfile.is_zipfile` then checks it)."""
+    import io
+    import zipfile
+
+    tail = bytes(data[-(65535 + 22):])
+    return b"PK\x05\x06" in tail and zipfile.is_zipfile(io.BytesIO(bytes(data)))
+
+
 def content_kind(head: bytes, name: str) -> str:
     """``sqlite``, ``pickle``, ``json`` or ``file``, by content (SQLite magic, pickle
     protocol byte) and name."""
@@ -251,6 +261,8 @@ class Scanner:
         elif kind == "json" and not found:
             self._json(data, label, cov)
         box = container_kind(head, label.rsplit("!", 1)[-1].rsplit("/", 1)[-1])
+        if box is None and kind == "file" and _zip_at_end(data):
+            box = "zip"  # a zip with data before it (self-extracting, appended)
         if box is None:
             return
         if depth >= self.limits.max_depth:

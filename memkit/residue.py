@@ -587,6 +587,23 @@ def threads_with_copies(report: ResidueReport) -> set[str]:
 # --------------------------------------------------------------------------- chroma API
 
 
+class _LazyEmbedder:
+    """:func:`memkit.models.embeddings`, loaded on the first ``encode``: a directory
+    without stored vectors never pays for loading the model (tens of seconds on a
+    loaded machine)."""
+
+    def __init__(self) -> None:
+        self._inner: Any = None
+
+    def encode(self, texts: list[str]) -> Any:
+        if self._inner is None:
+            from memkit.models import embeddings
+
+            self._inner = embeddings()
+        inner = self._inner
+        return inner.encode(texts) if hasattr(inner, "encode") else inner.embed_documents(texts)
+
+
 def _encode(embedder: Any, texts: list[str]) -> np.ndarray:
     if hasattr(embedder, "encode"):
         out = np.asarray(embedder.encode(texts), dtype=np.float32)
@@ -811,9 +828,7 @@ def scan(
         root = root.resolve()
         report = ResidueReport(target=label)
         if check_embeddings and embedder is None:
-            from memkit.models import embeddings
-
-            embedder = embeddings()
+            embedder = _LazyEmbedder()
         scanner = Scanner(report, m, limits or Limits(), skip_sql={"chroma.sqlite3"})
         scanner.path(root, DISK, label="")
         _scan_chroma_sql(root / "chroma.sqlite3", report, m)

@@ -62,8 +62,7 @@ def _cli(store_dir: Path, *args: str, timeout: int = 120) -> subprocess.Complete
     memkit = Path(sys.executable).with_name("memkit")
     return subprocess.run([str(memkit), "residue", str(store_dir), SECRET, *args], capture_output=True,
                           text=True, timeout=timeout,
-                          env={**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1",
-                               "COLUMNS": "200"})
+                          env={**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"})
 
 
 def _history_db(path: Path, text: str) -> Path:
@@ -110,18 +109,20 @@ def test_cli_symlink_utf16_and_gzip_exit_codes(store_dir, tmp_path):
     locations = [h["location"] for h in body["surfaces"]["side_file"] + body["surfaces"]["side_json"]]
     assert any("[utf-16-le]" in loc and "notes.txt" in loc for loc in locations)
     assert any("memories.json.gz!memories.json" in loc for loc in locations)
-    res = _cli(store_dir, "--also", str(odd))
+    res = _cli(store_dir, "--also", str(odd), "--json")
     assert res.returncode == 3, res.stdout[-2000:]
-    assert "7z archive" in res.stdout and "coverage: 1 files" in res.stdout
+    body = json.loads(res.stdout)
+    assert body["unchecked"] == {"side_file": [f"{odd}/dump.7z: 7z archive: a format memkit cannot open"]}
+    assert body["coverage_summary"].endswith("1 not fully checked (see unchecked)")
 
     from typer.testing import CliRunner
 
     from memkit.cli import app
 
-    res = CliRunner().invoke(app, ["residue", str(store_dir), SECRET, "--also", str(clean)],
-                             env={"COLUMNS": "200"})
+    res = CliRunner().invoke(app, ["residue", str(store_dir), SECRET, "--also", str(clean)])
     assert res.exit_code == 0, res.output
-    assert "every byte covered" in res.output
+    shown = " ".join(res.output.split())  # rich wraps lines at 80 columns
+    assert "coverage: 2 files" in shown and "every byte covered" in shown
 
 
 def test_coverage_records_in_json(store_dir, tmp_path):
@@ -318,6 +319,18 @@ def test_archives_members_labelled_by_inner_path(store_dir, tmp_path):
         f"{tmp_path}/nested.zip!snap.tar.gz!snap.tar!backup/history.db"]
     assert any(r.path == f"{tmp_path}/nested.zip!snap.tar.gz!snap.tar!backup/history.db"
                for r in rep.coverage)
+
+
+def test_zip_after_other_data_and_docx_like_members(store_dir, tmp_path):
+    """A self-extracting archive (a zip after a script) and a .npz/.docx-style zip are
+    opened by their central directory, not only by a leading signature."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("word/document.xml", f"<w:t>code {SECRET}</w:t>" + "<w:t>pad</w:t>" * 200)
+    (tmp_path / "setup.bin").write_bytes(b"#!/bin/sh\nexit 0\n" + buf.getvalue())
+    rep = _scan(store_dir, tmp_path / "setup.bin")
+    assert [h.location.split("@")[0] for h in rep.surfaces["side_file"]] == [
+        f"{tmp_path}/setup.bin!word/document.xml"]
 
 
 def _encrypted_zip(path: Path) -> None:
