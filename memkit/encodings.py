@@ -120,6 +120,15 @@ def alphabet(secret: str) -> np.ndarray:
     return table
 
 
+@lru_cache(maxsize=256)
+def _utf16_table(secret: str) -> np.ndarray:
+    """:func:`alphabet` over UTF-16 code units: the BMP part, plus every surrogate half
+    (an astral spelling or separator is a pair of them)."""
+    table = alphabet(secret)[:0x10000].copy()
+    table[0xD800:0xE000] = True
+    return table
+
+
 def _min_units(secret: str, skel_len: int) -> int:
     """Fewest code units a copy can take: one character may fold to up to three
     skeleton characters (``ß``, ligatures, Roman numerals); the secret as given counts
@@ -173,12 +182,9 @@ def _pass(buf: Any, base: int, length: int, codec: str, width: int, align: int,
     if count < min_len:
         return
     units = _units(buf, base + align, width, codec.endswith("be"), count)
-    if width == 2:
-        mask = table[:0x10000][units]
-        mask |= (units >= 0xD800) & (units <= 0xDFFF)  # surrogate halves of astral chars
-    else:
-        mask = table[np.minimum(units, _MAX_CP)]
-        mask &= ~((units >= 0xD800) & (units <= 0xDFFF))
+    # one gather per code unit: the UTF-16 table admits surrogate halves (astral
+    # characters), the UTF-32 one has a last slot for every unit beyond Unicode
+    mask = np.take(table, units, mode="clip")
     lt = np.flatnonzero(units == 0x3C)
     if 0 < lt.size <= 4096:  # every unit within reach of a "<" may sit inside a tag or comment
         for p in lt.tolist():
@@ -211,7 +217,8 @@ def wide_spans(buf: Any, m: SecretMatcher,
     size = len(buf)
     if size < 2:
         return []
-    table = alphabet(m.secret)
+    table32 = alphabet(m.secret)
+    table16 = _utf16_table(m.secret)
     min_len = _min_units(m.secret, len(m.skeleton))
     candidates: list[tuple[bool, int, WideSpan]] = []
     step = _WINDOW_BYTES - _OVERLAP_BYTES
@@ -221,6 +228,7 @@ def wide_spans(buf: Any, m: SecretMatcher,
         length = min(_WINDOW_BYTES, size - base)
         for codec, width in WIDE_ENCODINGS:
             for align in range(width):
+                table = table16 if width == 2 else table32
                 for span in _pass(buf, base, length, codec, width, align, m, table, min_len):
                     candidates.append((span.start % width != 0, order, span))
                 order += 1

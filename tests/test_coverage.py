@@ -525,3 +525,41 @@ def test_property_never_clean_over_a_copy(store_dir, tmp_path_factory, secret, w
     else:
         assert rep.verdict == "clean", (encoding, container, rep.counts(), rep.unchecked)
     shutil.rmtree(d)
+
+
+_SEPARATORS = ["", " ", "-", "\u2013", "\u200b", "\u00a0", "\u3000", "\\u2013", "&nbsp;", "<b>", "%20",
+               "\u00ad", "\ufeff", "__", "\u0301"]
+
+
+@st.composite
+def _spelled(draw):
+    runs = draw(st.lists(st.text("ABCDEFGHJKMNPQRSTUVWXYZ0123456789", min_size=2, max_size=5),
+                         min_size=2, max_size=4))
+    secret = "-".join(runs)
+    seps = [draw(st.sampled_from(_SEPARATORS)) for _ in runs[1:]]
+    copy = runs[0] + "".join(s + r for s, r in zip(seps, runs[1:], strict=True))
+    style = draw(st.sampled_from(["upper", "lower", "fullwidth", "bold", "NFKD"]))
+    if style == "lower":
+        copy = copy.lower()
+    elif style == "fullwidth":
+        copy = "".join(chr(ord(c) + 0xFEE0) if c.isalnum() and c.isascii() else c for c in copy)
+    elif style == "bold":  # mathematical bold capitals and digits: outside the BMP
+        copy = "".join(chr(0x1D400 + ord(c) - 65) if "A" <= c <= "Z" else
+                       chr(0x1D7CE + ord(c) - 48) if c.isdigit() else c for c in copy)
+    return secret, f"token: {copy}; end", draw(st.sampled_from(_ENCODINGS[1:]))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(_spelled())
+def test_property_wide_passes_find_what_the_text_matcher_finds(case):
+    """Whatever spelling the text matcher counts as a copy is found in the same text
+    encoded as UTF-16/32: the lookup table drops no character a copy can hold."""
+    from memkit.encodings import wide_spans
+    from memkit.matching import matcher
+
+    secret, text, encoding = case
+    m = matcher(secret)
+    if not m.search(text):  # not a copy by the matcher's own rules: nothing to hold to
+        return
+    data = b"\x00\x01" + text.encode(encoding) + b"\x00"
+    assert wide_spans(data, m), (secret, text, encoding)
