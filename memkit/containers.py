@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
-__all__ = ["Budget", "Limits", "Member", "container_kind", "open_members"]
+__all__ = ["Budget", "Limits", "Member", "as_file", "container_kind", "open_members"]
 
 _CHUNK = 1 << 20
 
@@ -174,7 +174,7 @@ _STREAM_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error, ValueError, zip
                   tarfile.TarError, NotImplementedError, RuntimeError)
 
 
-def _stream(kind: str, data: bytes, name: str, limits: Limits, budget: Budget) -> Iterator[Member]:
+def _stream(kind: str, data: Any, name: str, limits: Limits, budget: Budget) -> Iterator[Member]:
     """The one member of a compressed stream (gzip members and zstd frames that
     follow each other are read as one stream, as ``gunzip``/``zstd -d`` do)."""
     inner = _inner_name(name)
@@ -202,7 +202,7 @@ class _Decompressing(io.RawIOBase):
     _FEED = 256
     _OUT = 1 << 20
 
-    def __init__(self, kind: str, data: bytes) -> None:
+    def __init__(self, kind: str, data: Any) -> None:
         self._kind = kind
         self._data = memoryview(data)
         self._pos = 0
@@ -226,6 +226,10 @@ class _Decompressing(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def close(self) -> None:
+        self._data.release()  # an mmap cannot close while a view of it is held
+        super().close()
 
     def _step(self) -> bool:
         """Decompress a little more; False when the input is used up."""
@@ -287,9 +291,9 @@ class _Decompressing(io.RawIOBase):
         return out
 
 
-def _zip_members(data: bytes, limits: Limits, budget: Budget) -> Iterator[Member]:
+def _zip_members(src: BinaryIO, limits: Limits, budget: Budget) -> Iterator[Member]:
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         yield Member("", b"", 0, [f"zip archive cannot be opened (truncated or corrupt: {exc})"])
         return
@@ -321,9 +325,9 @@ def _zip_members(data: bytes, limits: Limits, budget: Budget) -> Iterator[Member
             yield Member(info.filename, out, info.file_size, left)
 
 
-def _tar_members(data: bytes, limits: Limits, budget: Budget) -> Iterator[Member]:
+def _tar_members(src: BinaryIO, limits: Limits, budget: Budget) -> Iterator[Member]:
     try:
-        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+        tf = tarfile.open(fileobj=src, mode="r:")
     except (tarfile.TarError, OSError, EOFError) as exc:
         yield Member("", b"", 0, [f"tar archive cannot be opened (truncated or corrupt: {exc})"])
         return
@@ -359,9 +363,51 @@ def _tar_members(data: bytes, limits: Limits, budget: Budget) -> Iterator[Member
             yield Member(info.name, out, info.size, left)
 
 
-def open_members(kind: str, data: bytes, name: str, limits: Limits, budget: Budget) -> Iterator[Member]:
-    """The members of container ``data`` (:func:`container_kind` ``kind``; ``name`` is
-    the container's own name, used to name a compressed stream's content).
+class _View(io.RawIOBase):
+    """A seekable read-only file over a buffer (an ``mmap``), without copying it."""
+
+    def __init__(self, data: Any) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: len(self._view)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        chunk = self._view[self._pos: self._pos + len(b)]
+        n = len(chunk)
+        b[:n] = chunk
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        self._view.release()
+        super().close()
+
+
+def as_file(data: Any) -> BinaryIO:
+    """A seekable binary file over ``data``: bytes in :class:`io.BytesIO`, any other
+    buffer (an ``mmap``) through a view, without copying it. Close it when done."""
+    if isinstance(data, (bytes, bytearray)):
+        return io.BytesIO(data)
+    return io.BufferedReader(_View(data))
+
+
+def open_members(kind: str, data: Any, name: str, limits: Limits, budget: Budget) -> Iterator[Member]:
+    """The members of container ``data`` (bytes or a read-only ``mmap``;
+    :func:`container_kind` ``kind``; ``name`` is the container's own name, used to name
+    a compressed stream's content).
 
     A member with ``name == ""`` stands for the container itself when it cannot be
     opened or a limit cut its listing; its ``left`` says why.
@@ -371,10 +417,12 @@ def open_members(kind: str, data: bytes, name: str, limits: Limits, budget: Budg
     """
     if kind in ("gzip", "bzip2", "xz", "lzma", "zstd"):
         yield from _stream(kind, data, name, limits, budget)
-    elif kind == "zip":
-        yield from _zip_members(data, limits, budget)
-    elif kind == "tar":
-        yield from _tar_members(data, limits, budget)
+    elif kind in ("zip", "tar"):
+        src = as_file(data)
+        try:
+            yield from (_zip_members if kind == "zip" else _tar_members)(src, limits, budget)
+        finally:
+            src.close()
     elif kind.startswith("unsupported:"):
         yield Member("", b"", 0, [f"{kind.split(':', 1)[1]}: a format memkit cannot open"])
     else:

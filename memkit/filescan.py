@@ -55,11 +55,15 @@ _DECODERS = ["utf-8", *(codec for codec, _ in WIDE_ENCODINGS)]
 def _zip_at_end(data: Any) -> bool:
     """Whether a zip's end-of-central-directory record sits near the end of ``data``
     (:func:`zipfile.is_zipfile` then checks it)."""
-    import io
     import zipfile
 
+    from memkit.containers import as_file
+
     tail = bytes(data[-(65535 + 22):])
-    return b"PK\x05\x06" in tail and zipfile.is_zipfile(io.BytesIO(bytes(data)))
+    if b"PK\x05\x06" not in tail:
+        return False
+    with as_file(data) as src:
+        return zipfile.is_zipfile(src)
 
 
 def content_kind(head: bytes, name: str) -> str:
@@ -271,7 +275,7 @@ class Scanner:
             return
         if not box.startswith("unsupported:"):
             cov.decoders.append(box)
-        for member in open_members(box, bytes(data), label.rsplit("!", 1)[-1], self.limits, budget):
+        for member in open_members(box, data, label.rsplit("!", 1)[-1], self.limits, budget):
             if not member.name:
                 cov.left.extend(member.left)
                 continue
