@@ -25,6 +25,7 @@ otherwise spell a short digit secret in UTF-16).
 
 from __future__ import annotations
 
+import bisect
 import math
 import unicodedata
 from collections.abc import Iterator
@@ -165,9 +166,11 @@ def _text_spans(text: str, m: SecretMatcher) -> list[tuple[int, int, str]]:
     if not spans and _multi_chars().search(text) is None:
         return []
     out = []
-    for s, e, kind in spans:  # byte offsets -> character offsets
-        cs = len(data[:s].decode("utf-8", errors="replace"))
-        out.append((cs, cs + len(data[s:e].decode("utf-8", errors="replace")), kind))
+    at_byte = at_char = 0
+    for s, e, kind in spans:  # byte offsets -> character offsets, left to right
+        at_char += len(data[at_byte:s].decode("utf-8", errors="replace"))
+        at_byte = s
+        out.append((at_char, at_char + len(data[s:e].decode("utf-8", errors="replace")), kind))
     if _multi_chars().search(text) is not None:
         for s, e, kind in m.spans(text):
             if not any(s < oe and os_ < e for os_, oe, _ in out):
@@ -197,10 +200,36 @@ def _pass(buf: Any, base: int, length: int, codec: str, width: int, align: int,
         lo = base + align + s * width
         raw = bytes(buf[lo: base + align + e * width])
         text = raw.decode(codec, errors="replace")
-        for ts, te, kind in _text_spans(text, m):
-            start = lo + len(text[:ts].encode(codec, errors="replace"))
-            end = start + len(text[ts:te].encode(codec, errors="replace"))
-            yield WideSpan(start, end, kind, codec, text, ts, te)
+        at_char, at_byte = 0, lo
+        for ts, te, kind in _text_spans(text, m):  # character offsets -> byte offsets
+            at_byte += len(text[at_char:ts].encode(codec, errors="replace"))
+            at_char = ts
+            end = at_byte + len(text[ts:te].encode(codec, errors="replace"))
+            clip_lo, clip_hi = max(0, ts - 64), min(len(text), te + 64)
+            yield WideSpan(at_byte, end, kind, codec, text[clip_lo:clip_hi], ts - clip_lo, te - clip_lo)
+
+
+class _Intervals:
+    """Disjoint byte ranges, kept sorted: ``add`` takes a range unless it overlaps one
+    already taken (a bisection, so many copies cost n log n, not n squared)."""
+
+    def __init__(self, ranges: Any = ()) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for s, e in sorted(ranges):
+            if not self.starts or s >= self.ends[-1]:
+                self.starts.append(s)
+                self.ends.append(e)
+
+    def add(self, start: int, end: int) -> bool:
+        i = bisect.bisect_right(self.starts, start)
+        if i and self.ends[i - 1] > start:  # the range before reaches into this one
+            return False
+        if i < len(self.starts) and self.starts[i] < end:  # the next one starts inside
+            return False
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+        return True
 
 
 def wide_spans(buf: Any, m: SecretMatcher,
@@ -239,11 +268,9 @@ def wide_spans(buf: Any, m: SecretMatcher,
     # on): keep one per byte range, preferring a reading aligned to its code unit (a
     # string in a binary format starts on one), then the order of WIDE_ENCODINGS.
     found: list[WideSpan] = []
-    taken: list[tuple[int, int]] = list(exclude or ())
+    taken = _Intervals(exclude or ())
     for _, _, span in sorted(candidates, key=lambda c: (c[0], c[1], c[2].start)):
-        if any(span.start < e and s < span.end for s, e in taken):
-            continue
-        taken.append((span.start, span.end))
-        found.append(span)
+        if taken.add(span.start, span.end):
+            found.append(span)
     found.sort(key=lambda w: w.start)
     return found

@@ -377,6 +377,8 @@ class Scanner:
             report.add(Hit(family.fulltext, _mask(f"{name}:{h.table} {h.how.split()[0]} rowid={h.rowid}", m), h.kind,
                            f"full-text index holds the secret ({h.how}); its row does not show it"))
         cov.left.extend(problems)
+        for problem in problems:
+            report.skip(family.fulltext, f"{label}: {problem}")
 
     def _cover(self, cov: FileCoverage) -> None:
         self.report.cover(cov)

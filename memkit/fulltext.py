@@ -149,17 +149,24 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher) -> tuple[list[Fullt
         detail = (_DETAIL.search(sql).group(1).lower() if _DETAIL.search(sql) else "full")
         own_content = not _CONTENT.search(sql)
         found: dict[int, tuple[str, str]] = {}
-        for q in _queries(m):
+        queries = _queries(m)
+        if module == "fts5" and detail != "full":  # no positions: phrases fail; every token
+            queries.append(" AND ".join('"' + t.replace('"', '""') + '"' for t in _tokens(m.secret)))
+        failed = []
+        for q in queries:
             if tokenizer == "trigram" and len(q) < 5:  # under 3 characters: no trigram
                 continue
             try:
                 rows = con.execute(f"SELECT rowid FROM {_quote(table)} WHERE {_quote(table)} MATCH ?",
                                    (q,)).fetchall()
             except sqlite3.Error as exc:
-                problems.append(f"{table} ({module}, tokenize={tokenizer}): MATCH failed ({exc})")
-                break
+                failed.append(str(exc))
+                continue
             for (rowid,) in rows:
                 found.setdefault(rowid, (f"MATCH {_mask_query(q, m)}", "exact"))
+        if failed and len(failed) == len(queries):
+            problems.append(f"{table} ({module}, tokenize={tokenizer}): the index cannot be "
+                            f"queried ({failed[0]})")
         if module == "fts5" and not own_content:
             if detail != "full":
                 problems.append(f"{table} (fts5, detail={detail}): the index stores no token "

@@ -563,3 +563,20 @@ def test_property_wide_passes_find_what_the_text_matcher_finds(case):
         return
     data = b"\x00\x01" + text.encode(encoding) + b"\x00"
     assert wide_spans(data, m), (secret, text, encoding)
+
+
+def test_fulltext_without_positions_is_queried_by_tokens_and_marked(store_dir, tmp_path):
+    """An FTS5 index with detail=none stores no positions: its documents cannot be
+    rebuilt, so the table is listed as not fully checked; MATCH on every token of the
+    secret still finds the deleted row."""
+    db = tmp_path / "fts.db"
+    con = _fts_db(db, "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id', "
+                      "detail='none')")
+    con.execute("INSERT INTO memories VALUES (1, ?)", (f"code {SECRET}",))
+    con.execute("INSERT INTO idx (rowid, body) VALUES (1, ?)", (f"code {SECRET}",))
+    con.execute("DELETE FROM memories")
+    con.commit()
+    con.close()
+    rep = _scan(store_dir, db)
+    assert [h.location for h in rep.surfaces["side_fulltext"]] == ["fts.db:idx MATCH rowid=1"]
+    assert "detail=none" in " ".join(rep.unchecked["side_fulltext"])
