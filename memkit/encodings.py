@@ -4,7 +4,9 @@
 BOM) or UTF-32 puts a NUL or another byte between the letters, so the UTF-8 pattern
 never sees it. :func:`wide_spans` reads the same bytes as each of those encodings, at
 every alignment (2 for UTF-16, 4 for UTF-32: a string can start at any byte of a
-binary file), and runs the matcher's *text* pattern over the decoded text.
+binary file), and matches the decoded text (:func:`_text_spans`: the matcher's UTF-8
+pattern over the text re-encoded, plus its text pass for characters that fold to
+several, such as ``ß``).
 
 Decoding a whole binary file as text twelve times and matching it would be slow and
 would feed the matcher long stretches of garbage. A cheaper equivalent: a copy of the
@@ -15,7 +17,9 @@ set as a lookup table over code points (from :mod:`memkit.matching`'s own tables
 it is the matcher's definition, not a copy of it); numpy maps every code unit through
 it, and only runs of consumable code units long enough to hold the secret are decoded
 and matched. The table errs on the side of too many characters: a run it lets through
-is matched exactly; a code unit it excludes can never be part of a match.
+is matched exactly; a code unit it excludes can never be part of a match
+(``tests/test_coverage.py`` holds the wide passes to the text matcher on generated
+spellings). ``benchmarks/bench_coverage.py`` measures the cost against the UTF-8 pass.
 
 Deliberate difference from plain text matching, the same as the UTF-8 byte pattern's:
 NUL and the other control characters that are not whitespace (nor ESC) separate no
