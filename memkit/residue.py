@@ -1,6 +1,6 @@
 """Where does a string still live? A read-only residue scanner for Chroma stores.
 
-DESIGN.md (Forget) and the paper's Forgetting Residue Score (arXiv 2606.10062,
+README ("What counts as a copy") and the paper's Forgetting Residue Score (arXiv 2606.10062,
 deletion modes): after ``forget``, a secret may survive in places the retrieval API
 never shows. :func:`scan` looks at every surface, through the chroma API and in the
 raw bytes, and reports each copy:
