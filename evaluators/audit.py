@@ -549,8 +549,11 @@ def _checkpointers(agent: Any, feed: Any, given: Any) -> list[Any]:
     return out
 
 
-def _checkpoint_users(savers: list[Any], users: list[str], canaries: list[Any]) -> int:
-    """How many users' canaries some checkpoint of some saver still holds."""
+def _checkpoint_users(savers: list[Any], users: list[str], canaries: list[Any],
+                      unchecked: dict[str, list[str]] | None = None) -> int:
+    """How many users' canaries some checkpoint or stored write of some saver still
+    holds (:func:`memkit.residue.scan_checkpoints`); what a saver could not show is
+    added to ``unchecked["checkpoint"]``."""
     from memkit.residue import ResidueReport, scan_checkpoints
 
     n = 0
@@ -559,6 +562,9 @@ def _checkpoint_users(savers: list[Any], users: list[str], canaries: list[Any]) 
         for saver in savers:
             scan_checkpoints(saver, canary.value, report=report)
         n += int(bool(report.surfaces["checkpoint"]))
+        if unchecked is not None and report.unchecked.get("checkpoint"):
+            known = unchecked.setdefault("checkpoint", [])
+            known.extend(r for r in report.unchecked["checkpoint"] if r not in known)
     return n
 
 
@@ -668,8 +674,9 @@ def audit(
             still holds); default the agent's and the feed's own (compiled graphs).
         delete_threads: after the forget, also delete every thread the audit opened
             for the user (``delete_thread``: the feed's sessions, each question and
-            probe); ``residue["checkpoint"]`` is then the count after deletion and
-            ``checkpoint_residue_kept_threads`` the count before.
+            probe, those of the post-forget rounds included); ``residue["checkpoint"]``
+            is then the count after deletion, taken when the audit's own probing has
+            ended, and ``checkpoint_residue_kept_threads`` the count just before it.
         input_fn, output_fn: adapters for a Runnable agent (:func:`as_asker`).
         synthetic_sessions, synthetic_turns: synthetic instance sizes (int or range).
         n_resamples: bootstrap resamples for the CIs (the study: 1000).
@@ -767,16 +774,8 @@ def audit(
                 for surface, reasons in report.unchecked.items():
                     known = result.residue_unchecked.setdefault(surface, [])
                     known.extend(r for r in reasons if r not in known)
-        if savers:
-            counts["checkpoint"] = _checkpoint_users(savers, users, canaries)
-            if delete_threads:
-                result.checkpoint_residue_kept_threads = counts["checkpoint"]
-                threads = _threads_by_user(records, users, instances, feed)
-                for saver in savers:
-                    for user in users:
-                        for thread in threads[user]:
-                            saver.delete_thread(thread)
-                counts["checkpoint"] = _checkpoint_users(savers, users, canaries)
+        if savers and not delete_threads:
+            counts["checkpoint"] = _checkpoint_users(savers, users, canaries, result.residue_unchecked)
         result.residue = counts
     after_correct = _question_round(ask, users=users, instances=instances, phase="forget", run_id=run_id,
                                     records=records)
@@ -796,6 +795,18 @@ def audit(
         result.frs = frs
     else:
         result.frs = {"overall": result.aer_after["max"], "worst": result.aer_after["max"]}
+    if result.residue is not None and savers and delete_threads:
+        # Counted once the audit's own probing is over: its post-forget questions and
+        # probes opened threads too, and an agent that still leaks writes the canary
+        # into them. Every thread the audit opened (those included) is deleted.
+        result.checkpoint_residue_kept_threads = _checkpoint_users(savers, users, canaries)
+        threads = _threads_by_user(records, users, instances, feed)
+        for saver in savers:
+            for user in users:
+                for thread in sorted(threads[user]):
+                    saver.delete_thread(thread)
+        result.residue["checkpoint"] = _checkpoint_users(savers, users, canaries,
+                                                         result.residue_unchecked)
     validate_audit_records(records)
     return result
 

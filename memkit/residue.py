@@ -1,6 +1,6 @@
 """Where does a string still live? A read-only residue scanner for Chroma stores.
 
-DESIGN.md (Forget) and the paper's Forgetting Residue Score (arXiv 2606.10062,
+README ("What counts as a copy") and the paper's Forgetting Residue Score (arXiv 2606.10062,
 deletion modes): after ``forget``, a secret may survive in places the retrieval API
 never shows. :func:`scan` looks at every surface, through the chroma API and in the
 raw bytes, and reports each copy:
@@ -23,9 +23,14 @@ surface             what is scanned
 ``side_sqlite``     live rows of every table of each SQLite side file in
                     ``also`` (another memory layer's history database ...)
 ``side_disk``       raw bytes of those SQLite side files (freed pages included)
+``side_fulltext``   FTS3/4/5 tables of SQLite side files: their shadow tables,
+                    and index entries (``MATCH`` on the secret's tokens, FTS5
+                    documents rebuilt from the index) whose row is gone
 ``side_json``       JSON / JSONL side files (raw text: escapes are matched)
 ``side_pickle``     pickle side files (raw bytes; never unpickled)
 ``side_file``       any other side file (raw bytes)
+                    (containers inside ``also`` are opened: each member is
+                    counted by what it is, labelled ``container!member``)
 ``checkpoint``      every checkpoint and pending write of every thread of a
                     LangGraph checkpointer (``checkpointer=``): channel values
                     (messages included), metadata; location names the thread
@@ -45,15 +50,22 @@ surface             what is scanned
 Matching: every spelling of the secret that :mod:`memkit.matching` defines (the one
 matcher that forget, redaction, the LLM cache and the probe detectors use too): any
 Unicode normal form and case, any separator between its letters and digits, and the
-JSON escapes stores write; in bytes, the same over UTF-8. A hit's ``kind`` is
-``exact`` or ``normalized`` (``stale`` for ``stale_embedding``). Snippets and
-locations mask every occurrence, so a report never contains the secret.
+JSON escapes stores write; in bytes, the same over UTF-8, and the text pattern over
+the bytes read as UTF-16 and UTF-32 (:mod:`memkit.encodings`). A hit's ``kind`` is
+``exact`` or ``normalized`` (``stale`` for ``stale_embedding``); a hit in a wide
+encoding names it after its offset (``file@12 [utf-16-le]``). Snippets and locations
+mask every occurrence, so a report never contains the secret.
 
-A scan never claims more than it looked at: a surface it could not check (disk
-surfaces of a store behind a server, stale embeddings of records that have no
-document, collections of another dimension, ``check_embeddings=False``) is listed in
-:attr:`ResidueReport.unchecked` with the reason, and :attr:`ResidueReport.clean` is
-then False even when no copy was found (:attr:`ResidueReport.verdict` says which).
+A scan never claims more than it looked at. Files are read by
+:mod:`memkit.filescan`: every file and container member gets a coverage record
+(:class:`memkit.coverage.FileCoverage`: size, bytes read, decoders applied, what was
+left), and a file not fully covered (a format memkit cannot open, an unreadable or
+special file, a broken link, a file that changed during the scan, a container limit
+reached) is listed in :attr:`ResidueReport.unchecked` under its surface. So is a
+surface it could not check (disk surfaces of a store behind a server, stale
+embeddings of records that have no document, collections of another dimension,
+``check_embeddings=False``). :attr:`ResidueReport.clean` is then False even when no
+copy was found (:attr:`ResidueReport.verdict` says which).
 
 Read-only: files are read with ``open(..., "rb")``; SQL and the chroma API run on
 temporary copies, so the scan never creates ``-wal``/``-journal`` files or migrates
@@ -67,6 +79,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 import shutil
 import sqlite3
@@ -80,6 +93,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import typer
 
+from memkit.containers import Limits
+from memkit.coverage import FileCoverage, coverage_summary
+from memkit.filescan import CACHE, DISK, HNSW_FILES, SIDE, Scanner, content_kind
+from memkit.fulltext import fulltext_hits
 from memkit.matching import SecretMatcher, matcher, scalar_text, secret_bytes_regex
 from memkit.store import TIERS
 
@@ -93,6 +110,7 @@ __all__ = [
     "HNSW_FILES",
     "SURFACES",
     "Hit",
+    "Limits",
     "NotAChromaDirectory",
     "ResidueReport",
     "register_cli",
@@ -110,6 +128,7 @@ SURFACES: tuple[str, ...] = (
     "cache_disk",
     "side_sqlite",
     "side_disk",
+    "side_fulltext",
     "side_json",
     "side_pickle",
     "side_file",
@@ -122,11 +141,6 @@ SURFACES: tuple[str, ...] = (
     "disk_other",
 )
 """Every surface a :class:`ResidueReport` counts (module doc)."""
-
-HNSW_FILES = frozenset(
-    {"data_level0.bin", "link_lists.bin", "header.bin", "length.bin", "index_metadata.pickle"}
-)
-"""File names of chroma's local HNSW segment."""
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _WAL_SUFFIXES = ("-wal", "-journal", "-shm")
@@ -170,6 +184,8 @@ class ResidueReport:
             ``checkpointer``: ``checkpoint``). Their count is 0 because nothing was
             scanned, not because something was found clean; the verdict covers what
             was given, and the CLI and :meth:`to_dict` say which were not.
+        coverage: one :class:`~memkit.coverage.FileCoverage` per file and container
+            member read (module doc); those not fully covered are in ``unchecked``.
     """
 
     target: str
@@ -177,6 +193,15 @@ class ResidueReport:
     notes: list[str] = field(default_factory=list)
     unchecked: dict[str, list[str]] = field(default_factory=dict)
     not_given: list[str] = field(default_factory=list)
+    coverage: list[FileCoverage] = field(default_factory=list)
+
+    def cover(self, record: FileCoverage) -> None:
+        """Record what was read of one file; one not fully covered is listed in
+        :attr:`unchecked` under its surface (``path: reasons``)."""
+        self.coverage.append(record)
+        if not record.complete:
+            why = "; ".join(record.left) or f"{record.bytes_read} of {record.size} bytes read"
+            self.skip(record.surface, f"{record.path}: {why}")
 
     def skip(self, surface: str, reason: str) -> None:
         """Record that ``surface`` was not (fully) checked, and why."""
@@ -212,7 +237,9 @@ class ResidueReport:
         return "incomplete" if self.unchecked else "clean"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: target, clean, total, counts, hits per surface, notes."""
+        """JSON-ready dict: target, clean, verdict, total, counts, unchecked,
+        not_given, hits per surface, notes, coverage (one record per file) and its
+        one-line summary."""
         return {
             "target": self.target,
             "clean": self.clean,
@@ -223,6 +250,8 @@ class ResidueReport:
             "not_given": list(self.not_given),
             "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in SURFACES},
             "notes": list(self.notes),
+            "coverage_summary": coverage_summary(self.coverage),
+            "coverage": [r.to_dict() for r in self.coverage],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -299,17 +328,6 @@ def _scan_buffer(
         report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, matches, lo, hi)))
 
 
-def _scan_file(
-    report: ResidueReport, surface: str, path: Path, label: str,
-    m: SecretMatcher,
-) -> None:
-    size = path.stat().st_size
-    if size == 0:
-        return
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        _scan_buffer(report, surface, label, mm, m)
-
-
 def _scan_value(
     report: ResidueReport, surface: str, location: str, value: Any,
     m: SecretMatcher,
@@ -377,84 +395,18 @@ def _scan_chroma_sql(
                         if isinstance(value, (str, bytes)):
                             _scan_value(report, "disk_log", f"embeddings_queue:seq_id={seq}:{col}",
                                         value, m)
-            fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts5", sql, re.I))
+            fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts[345]", sql, re.I))
             for vt in fts:
                 for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
                     _scan_table(con, report, "disk_fulltext", shadow, "", m)
-                if len(m.secret) < 3:  # the trigram tokenizer cannot match shorter strings
-                    continue
-                phrase = '"' + m.secret.replace('"', '""') + '"'
-                try:
-                    rows = con.execute(
-                        f"SELECT rowid FROM {_quote(vt)} WHERE {_quote(vt)} MATCH ?", (phrase,)
-                    ).fetchall()
-                except sqlite3.Error as exc:
-                    report.notes.append(f"FTS MATCH on {vt} failed: {exc}")
-                    continue
-                for (rowid,) in rows:
-                    # A row whose content shows the secret is already counted above; an
-                    # index entry without such content is residue of the index alone.
-                    row = con.execute(f"SELECT * FROM {_quote(vt)} WHERE rowid = ?", (rowid,)).fetchone()
-                    if row is None or not any(isinstance(v, str) and m.search(v) for v in row):
-                        report.add(Hit("disk_fulltext", f"{vt} MATCH rowid={rowid}", "exact",
-                                       "FTS5 index matches the secret; content row lacks it"))
+            hits, problems = fulltext_hits(con, m)
+            for h in hits:
+                report.add(Hit("disk_fulltext", _mask(f"{h.table} {h.how.split()[0]} rowid={h.rowid}", m), h.kind,
+                               f"full-text index holds the secret ({h.how}); its row does not show it"))
+            for problem in problems:
+                report.skip("disk_fulltext", f"chroma.sqlite3: {problem}")
         finally:
             con.close()
-
-
-def _scan_disk(
-    root: Path, report: ResidueReport,
-    m: SecretMatcher,
-) -> None:
-    """Raw-byte surfaces of a chroma directory, plus the SQL surfaces."""
-    for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.is_symlink():
-            continue
-        rel = str(p.relative_to(root))
-        if p.name == "chroma.sqlite3":
-            surface = "disk_sqlite"
-        elif p.name.endswith(_WAL_SUFFIXES):
-            surface = "disk_wal"
-        elif p.name in HNSW_FILES:
-            surface = "disk_hnsw"
-        else:
-            surface = "disk_other"
-        _scan_file(report, surface, p, rel, m)
-    db = root / "chroma.sqlite3"
-    if db.exists():
-        _scan_chroma_sql(db, report, m)
-
-
-def _scan_sqlite_file(path: Path, report: ResidueReport, m: SecretMatcher, rows: str, raw: str) -> None:
-    """Live rows of every table (on a copy, through SQL) as ``rows``; the bytes of the
-    file and its -wal/-journal (freed pages included) as ``raw``."""
-    for f in [path] + [path.with_name(path.name + s) for s in _WAL_SUFFIXES]:
-        if f.exists():
-            _scan_file(report, raw, f, str(f), m)
-    with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
-        con = sqlite3.connect(_copy_sqlite(path, Path(tmp)))
-        try:
-            names = [n for (n,) in con.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-            for t in names:
-                try:
-                    _scan_table(con, report, rows, t, f"{path.name}:", m)
-                except sqlite3.Error as exc:
-                    report.skip(rows, f"{path}: table {t} unreadable ({exc})")
-        finally:
-            con.close()
-
-
-def _scan_cache(path: Path, report: ResidueReport, m: SecretMatcher) -> None:
-    if not path.is_file():
-        raise FileNotFoundError(f"cache file not found: {path}")
-    if not _is_sqlite(path):
-        raise ValueError(f"cache file {path} is not an SQLite database")
-    _scan_sqlite_file(path, report, m, "cache", "cache_disk")
-
-
-_PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck")
-_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 def side_file_kind(path: Path) -> str:
@@ -462,29 +414,7 @@ def side_file_kind(path: Path) -> str:
     name: ``"sqlite"``, ``"pickle"``, ``"json"`` or ``"file"``."""
     with open(path, "rb") as fh:
         head = fh.read(16)
-    if head == _SQLITE_MAGIC:
-        return "sqlite"
-    if path.suffix.lower() in _PICKLE_SUFFIXES or (len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5):
-        return "pickle"
-    if path.suffix.lower() in _JSON_SUFFIXES:
-        return "json"
-    return "file"
-
-
-def _scan_side(path: Path, report: ResidueReport, m: SecretMatcher) -> None:
-    """Any file a memory layer keeps beside its store (module doc: ``side_*``); a
-    directory is scanned file by file."""
-    if path.is_dir():
-        for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
-            _scan_side(f, report, m)
-        return
-    if not path.is_file():
-        raise FileNotFoundError(f"side file not found: {path}")
-    kind = side_file_kind(path)
-    if kind == "sqlite":
-        _scan_sqlite_file(path, report, m, "side_sqlite", "side_disk")
-    else:
-        _scan_file(report, f"side_{kind}", path, str(path), m)
+    return content_kind(head, path.name)
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -520,15 +450,25 @@ def _strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str,
 
 
 def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = None) -> ResidueReport:
-    """Find every copy of ``secret`` in a LangGraph checkpointer: every checkpoint of
-    every thread (channel values, metadata) and every pending write, on the
-    ``checkpoint`` surface. Each hit's location is
-    ``thread=<id>:checkpoint=<id>:<channel path>`` (the secret masked), so copies can
-    be counted per thread.
+    """Find every copy of ``secret`` in a LangGraph checkpointer, reading what the saver
+    really holds rather than what ``list()`` shows: every stored checkpoint (channel
+    values, metadata), every channel blob, and every pending write, including writes
+    whose checkpoint no longer exists (LangGraph issue #7206: ``delete_thread`` followed
+    by a late ``put_writes`` with the pre-delete config stores them again, and
+    ``list()`` never returns them). Hits go on the ``checkpoint`` surface; each
+    location is ``thread=<id>:checkpoint=<id>:<path>`` (the secret masked; a channel
+    blob's checkpoint is ``<blob channel@version>``; a write without checkpoint is
+    marked ``(checkpoint deleted)``), so copies can be counted per thread.
+
+    Savers read from their storage: ``InMemorySaver`` (its ``storage``, ``blobs`` and
+    ``writes``) and ``SqliteSaver`` (its ``checkpoints`` and ``writes`` tables, through
+    its own connection, uncommitted rows included). Any other saver is read with
+    ``saver.list(None)`` and the ``checkpoint`` surface is listed as not checked (writes
+    without a checkpoint cannot be seen through that API). A stored value the saver's
+    serializer cannot decode is matched in its raw bytes and listed as not checked.
 
     Args:
-        saver: any LangGraph ``BaseCheckpointSaver`` (``InMemorySaver``,
-            ``SqliteSaver``, ...); read with ``saver.list(None)``.
+        saver: a LangGraph ``BaseCheckpointSaver``.
         secret: the string to look for (:mod:`memkit.matching`).
         report: add to this report instead of a new one.
 
@@ -537,6 +477,18 @@ def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = 
     """
     m = matcher(secret)
     report = report if report is not None else ResidueReport(target=repr(saver))
+    if all(hasattr(saver, a) for a in ("storage", "blobs", "writes", "serde")):
+        _scan_memory_saver(saver, report, m)
+    elif isinstance(getattr(saver, "conn", None), sqlite3.Connection) and hasattr(saver, "serde"):
+        _scan_sqlite_saver(saver, report, m)
+    else:
+        _scan_listed(saver, report, m)
+        report.skip("checkpoint", f"{type(saver).__name__}: read through list(); pending writes "
+                                  "whose checkpoint was deleted are not visible through it")
+    return report
+
+
+def _scan_listed(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
     for tup in saver.list(None):
         cfg = (tup.config or {}).get("configurable", {})
         where = f"thread={cfg.get('thread_id')}:checkpoint={cfg.get('checkpoint_id')}"
@@ -549,7 +501,78 @@ def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = 
         for task_id, channel, value in tup.pending_writes or ():
             for path, text in _strings_in(value, f":<pending {task_id}>:{channel}"):
                 _scan_text(report, "checkpoint", where + path, text, m)
-    return report
+
+
+def _scan_typed(saver: Any, report: ResidueReport, m: SecretMatcher, where: str,
+                typed: tuple[str, bytes]) -> None:
+    """A value as the saver stored it (``(type, bytes)``): decoded by its serializer
+    and matched; matched as raw bytes when it cannot be decoded."""
+    if typed[0] == "empty":
+        return
+    try:
+        value = saver.serde.loads_typed(typed)
+    except Exception as exc:  # any serializer error: the raw bytes are still matched
+        _scan_buffer(report, "checkpoint", where, bytes(typed[1] or b""), m)
+        report.skip("checkpoint", f"{where.split(':', 1)[0]}: a stored value of type "
+                                  f"{typed[0]!r} cannot be decoded ({type(exc).__name__}); "
+                                  "its raw bytes were matched")
+        return
+    if isinstance(value, Mapping) and "channel_values" in value:  # a checkpoint
+        for channel, inner in (value.get("channel_values") or {}).items():
+            for path, text in _strings_in(inner, f":{channel}"):
+                _scan_text(report, "checkpoint", where + path, text, m)
+        return
+    for path, text in _strings_in(value, ""):
+        _scan_text(report, "checkpoint", where + path, text, m)
+
+
+def _scan_memory_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
+    storage = {t: {ns: dict(cps) for ns, cps in nss.items()} for t, nss in list(saver.storage.items())}
+    for thread, nss in storage.items():
+        for ns, cps in nss.items():
+            for cid, (cp, meta, _parent) in cps.items():
+                where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
+                _scan_typed(saver, report, m, where, cp)
+                _scan_typed(saver, report, m, where + ":<metadata>", meta)
+    for (thread, ns, channel, version), typed in list(saver.blobs.items()):
+        where = f"thread={thread}:checkpoint=<blob {channel}@{version}>" + (f":ns={ns}" if ns else "")
+        _scan_typed(saver, report, m, where + f":{channel}", typed)
+    for (thread, ns, cid), writes in list(saver.writes.items()):
+        orphan = cid not in storage.get(thread, {}).get(ns, {})
+        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
+        for (task_id, _idx), (_, channel, typed, _path) in list(writes.items()):
+            mark = " (checkpoint deleted)" if orphan else ""
+            _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", typed)
+
+
+def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
+    import contextlib
+
+    lock = getattr(saver, "lock", None) or contextlib.nullcontext()
+    with lock:
+        cps = saver.conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata "
+            "FROM checkpoints").fetchall()
+        writes = saver.conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, value "
+            "FROM writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx").fetchall()
+    present = set()
+    for thread, ns, cid, typ, blob, meta in cps:
+        present.add((thread, ns, cid))
+        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
+        _scan_typed(saver, report, m, where, (typ, blob))
+        if meta is not None:
+            try:
+                decoded = json.loads(meta)
+            except (ValueError, TypeError):
+                _scan_value(report, "checkpoint", where + ":<metadata>", meta, m)
+            else:
+                for path, text in _strings_in(decoded, ":<metadata>"):
+                    _scan_text(report, "checkpoint", where + path, text, m)
+    for thread, ns, cid, task_id, channel, typ, value in writes:
+        mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
+        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
+        _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, value))
 
 
 def threads_with_copies(report: ResidueReport) -> set[str]:
@@ -562,6 +585,23 @@ def threads_with_copies(report: ResidueReport) -> set[str]:
 
 
 # --------------------------------------------------------------------------- chroma API
+
+
+class _LazyEmbedder:
+    """:func:`memkit.models.embeddings`, loaded on the first ``encode``: a directory
+    without stored vectors never pays for loading the model (tens of seconds on a
+    loaded machine)."""
+
+    def __init__(self) -> None:
+        self._inner: Any = None
+
+    def encode(self, texts: list[str]) -> Any:
+        if self._inner is None:
+            from memkit.models import embeddings
+
+            self._inner = embeddings()
+        inner = self._inner
+        return inner.encode(texts) if hasattr(inner, "encode") else inner.embed_documents(texts)
 
 
 def _encode(embedder: Any, texts: list[str]) -> np.ndarray:
@@ -635,6 +675,21 @@ def _scan_collections(
                                            "cannot be compared with it")
 
 
+def _not_regular(directory: str, names: list[str]) -> list[str]:
+    import stat as stat_mod
+
+    out = []
+    for n in names:
+        try:
+            mode = os.lstat(os.path.join(directory, n)).st_mode
+        except OSError:
+            out.append(n)
+            continue
+        if not (stat_mod.S_ISREG(mode) or stat_mod.S_ISDIR(mode)):
+            out.append(n)
+    return out
+
+
 def _db_pairs(db: Path) -> list[tuple[str, str]]:
     """(tenant, database) pairs of a chroma.sqlite3 (read on a copy by the caller)."""
     con = sqlite3.connect(db)
@@ -653,7 +708,9 @@ def _scan_chroma_dir_api(
 
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
         copy = Path(tmp) / "chroma"
-        shutil.copytree(root, copy)
+        # regular files and directories only: a FIFO would block the copy, a link loop
+        # would not end (the byte scan lists both as not checked)
+        shutil.copytree(root, copy, symlinks=True, ignore=_not_regular)
         pairs = _db_pairs(copy / "chroma.sqlite3")
         multi = len(pairs) > 1
         for tenant, database in pairs:
@@ -682,6 +739,7 @@ def scan(
     embedder: Any = None,
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
+    limits: Limits | None = None,
 ) -> ResidueReport:
     """Find every copy of ``secret`` in a store, its directory and caches (module doc).
 
@@ -702,6 +760,14 @@ def scan(
             default the store's, else :func:`memkit.models.embeddings`.
         check_embeddings: run the ``stale_embedding`` check.
         stale_threshold: cosine below which a stored vector counts as stale.
+        limits: bounds on decompressing containers (:class:`memkit.containers.Limits`;
+            default 256 MiB per member, 1 GiB per given path, depth 4); a limit reached
+            is reported as not checked.
+
+    Every file under the directory, ``cache_paths`` and ``also`` is read in UTF-8,
+    UTF-16 and UTF-32, containers opened, SQLite files read through SQL and their
+    full-text indexes queried (:mod:`memkit.filescan`); each gets a coverage record
+    (:attr:`ResidueReport.coverage`).
 
     Returns:
         :class:`ResidueReport` with every surface of :data:`SURFACES`.
@@ -762,18 +828,19 @@ def scan(
         root = root.resolve()
         report = ResidueReport(target=label)
         if check_embeddings and embedder is None:
-            from memkit.models import embeddings
-
-            embedder = embeddings()
-        _scan_disk(root, report, m)
+            embedder = _LazyEmbedder()
+        scanner = Scanner(report, m, limits or Limits(), skip_sql={"chroma.sqlite3"})
+        scanner.path(root, DISK, label="")
+        _scan_chroma_sql(root / "chroma.sqlite3", report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
                              m)
     if not check_embeddings:
         report.skip("stale_embedding", "check_embeddings=False")
+    files = Scanner(report, m, limits or Limits())
     for c in caches:
-        _scan_cache(c, report, m)
+        files.path(c, CACHE)
     for extra in also:
-        _scan_side(Path(extra).expanduser(), report, m)
+        files.path(Path(extra).expanduser(), SIDE)
     if checkpointer is not None:
         scan_checkpoints(checkpointer, secret, report=report)
     report.not_given = [
@@ -816,7 +883,9 @@ def _print_report(report: ResidueReport, limit: int) -> None:
             t.add_row(f"... {len(hits) - limit} more", "", "")
         console.print(t)
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False, highlight=False)
+    if report.coverage:
+        console.print(coverage_summary(report.coverage), markup=False, highlight=False)
     if report.not_given:
         given = {"cache": "LLM caches (--cache FILE)", "side_sqlite": "side files (--also FILE)",
                  "checkpoint": "LangGraph checkpoints (audit(checkpointer=) / scan(checkpointer=))"}
@@ -858,17 +927,25 @@ def register_cli(app: typer.Typer) -> None:
             False, "--no-embeddings", help="Skip the stale-embedding check (no re-embedding)."
         ),
         limit: int = typer.Option(20, "--limit", help="Hits shown per surface in the table."),
+        max_member_mb: int = typer.Option(
+            Limits.max_member_bytes >> 20, "--max-member-mb",
+            help="Decompress at most this many MiB of one container member (larger: not checked)."),
+        max_depth: int = typer.Option(
+            Limits.max_depth, "--max-depth", help="Open containers nested at most this deep."),
     ) -> None:
         """Find every copy of SECRET left in a Chroma directory (and LLM caches).
 
-        Exits 0 when every surface was checked and no copy remains, 1 when any copy
-        remains, 2 on bad input, 3 when no copy was found but some surface was not
-        checked.
+        Exits 0 when every surface was checked, every byte of every file read in
+        UTF-8, UTF-16 and UTF-32 (containers opened) and no copy remains; 1 when any
+        copy remains; 2 on bad input; 3 when no copy was found but some surface or
+        file was not (fully) checked (the report says which and why).
         """
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
         try:
-            report = scan(path, secret, cache_paths=cache, also=also, check_embeddings=not no_embeddings)
+            limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
+            report = scan(path, secret, cache_paths=cache, also=also, check_embeddings=not no_embeddings,
+                          limits=limits)
         except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)
             raise typer.Exit(2) from exc

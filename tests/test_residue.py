@@ -409,7 +409,7 @@ def test_cli_on_a_directory_chromadb_wrote(tmp_path, embedder, cli):
     assert "not given, so not scanned: LLM caches (--cache FILE); side files (--also FILE)" in res.stdout
     body = json.loads(runner.invoke(cli, ["residue", str(clean), SECRET, "--json"]).stdout)
     assert set(body["not_given"]) == {"cache", "cache_disk", "checkpoint", "side_sqlite", "side_disk",
-                                      "side_json", "side_pickle", "side_file"}
+                                      "side_fulltext", "side_json", "side_pickle", "side_file"}
 
     res = runner.invoke(cli, ["residue", str(tmp_path / "nowhere"), SECRET])
     assert res.exit_code == 2 and "does not exist" in res.output
