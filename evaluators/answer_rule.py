@@ -70,6 +70,12 @@ out every form and cue):
 Source: issues 13 and 26 and LongMemEval's official judging semantics (Wu et al., ICLR 2025,
 ``src/evaluation/evaluate_qa.py``); the agreement set ``tests/data/pr_agreement.csv``
 and ``benchmarks/bench_pr_agreement.py`` measure the agreement.
+
+Why this module is long: the rule is one ordered algorithm whose steps share one
+tokenizer, one clause splitter and one negation scope (a number counts only in an
+affirmed clause, an abstention only where no value is offered, a stale value only by
+its clause's rank). Split into files, each step would import the others' private
+patterns; kept together, each step reads next to the helpers it relies on.
 """
 
 from __future__ import annotations

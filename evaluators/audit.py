@@ -1,6 +1,7 @@
 """Privacy audit of any LangChain / LangGraph agent with persistent memory.
 
-The study's protocol (arXiv 2606.10062, Setup and Metrics; DESIGN.md, Measurement)
+The study's protocol (arXiv 2606.10062, Setup and Metrics; docs/design.md, "Data path";
+:mod:`evaluators.protocol`)
 applied to an agent memkit did not build:
 
 1. take N LongMemEval instances (a real file or the synthetic generator) and plant

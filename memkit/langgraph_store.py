@@ -4,8 +4,8 @@ Any LangGraph graph compiled with ``store=MemkitStore(...)`` (``create_react_age
 a hand-written ``StateGraph``, langmem's memory tools) then keeps its long-term
 memory in memkit's tiered Chroma store, where memkit can measure it: probe it for
 extraction (:mod:`evaluators.audit`), forget with any deletion mode of
-:mod:`graphs.forget` and scan the residue (:func:`memkit.residue.scan`). DESIGN.md
-(Layout): ``memkit`` never imports ``graphs``, so the forget convenience lives in
+:mod:`graphs.forget` and scan the residue (:func:`memkit.residue.scan`). docs/design.md
+(Layers): ``memkit`` never imports ``graphs``, so the forget convenience lives in
 :func:`evaluators.audit.forget_in_store`; this module is pure storage.
 
 Mapping (one chunk per item; :class:`~memkit.store.Chunk` fields):
@@ -63,8 +63,8 @@ whole value).
 
 Tier restriction: :meth:`MemkitStore.restrict_tiers` limits what ``get`` and
 ``search`` return to some tiers, for the Forgetting Residue Score per tier
-(DESIGN.md, Measurement: "FRS_t re-runs the probes after forget with retrieval
-restricted to tier t").
+(docs/metrics.md, FRS: the probes are re-run after the forget with retrieval
+restricted to tier t).
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ class MemkitStore(BaseStore):
     def restrict_tiers(self, tiers: Sequence[str]) -> Iterator[MemkitStore]:
         """Within the block, ``get`` and ``search`` only see items of ``tiers``.
 
-        Used for the per-tier Forgetting Residue Score (DESIGN.md, Measurement). The
+        Used for the per-tier Forgetting Residue Score (docs/metrics.md, FRS). The
         restriction is store-wide (all threads), so do not share the store with
         unrelated traffic while it is active.
 

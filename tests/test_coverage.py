@@ -117,7 +117,7 @@ def test_cli_symlink_utf16_and_gzip_exit_codes(store_dir, tmp_path):
 
     from typer.testing import CliRunner
 
-    from memkit.cli import app
+    from evaluators.cli import app
 
     res = CliRunner().invoke(app, ["residue", str(store_dir), SECRET, "--also", str(clean)])
     assert res.exit_code == 0, res.output
