@@ -1,6 +1,6 @@
 """Tiered memory store over Chroma, with provenance and deletion primitives.
 
-DESIGN.md (Vocabulary, The pipeline, Forget): a memory is a set of *chunks* in two
+A memory is a set of *chunks* (:mod:`memkit.chunks`) in two
 tiers, ``raw`` (a user turn as written) and ``summary`` (text derived from raw turns,
 carrying the ids of the raw chunks it came from). The paper's forgetting ladder
 (arXiv 2606.10062, deletion modes) needs: delete by id, find by content, cascade
@@ -43,41 +43,7 @@ returned chunks are re-read and the search redone if any is gone or changed. Res
 results for any larger ``k``, which approximate HNSW search does not guarantee. Memory
 cost is ``n * 384 * 4`` bytes for ``n`` chunks in the searched namespace(s).
 
-Forensic residue and :meth:`TieredMemoryStore.compact` (measured on chromadb 1.5.9
-with :func:`memkit.residue.scan`):
-
-* ``collection.delete`` leaves the deleted text in ``chroma.sqlite3``: in freed b-tree
-  cells of ``embedding_metadata``, its string index and the FTS5 content table (chroma's
-  SQLite does not use ``secure_delete``), and as a *live* row of the write-ahead log
-  table ``embeddings_queue`` (the original ``ADD``/``UPDATE`` record with the document
-  and metadata as JSON). chroma purges that log only up to the last persisted HNSW
-  state, i.e. every ``sync_threshold`` (1000) writes, so records written since then
-  stay. Purging them by hand is unsafe: on reopen, chroma rebuilds the unpersisted HNSW
-  part from the log (tested: an emptied log leaves queries returning nothing).
-* SQLite ``VACUUM`` (or ``chroma vacuum``, which purges the log up to the persisted
-  state and vacuums) removes the freed cells but not log rows newer than the last
-  persist: enough for a 10,000-chunk store whose deleted chunks were written long
-  before, not for a small store or recent writes.
-* The HNSW ``data_level0.bin`` is written from a ``malloc``-ed buffer at full capacity
-  (an index persisted while empty is 100 slots of uninitialized memory), and chroma
-  rewrites it on the first read after a client opens. Its unused slots can hold
-  whatever the process heap held, including text the process handled after deleting
-  it (observed: the secret in ``data_level0.bin`` of a freshly rebuilt store).
-* ``delete_collection`` leaves the collection's list-valued metadata (table
-  ``embedding_metadata_array``) as live rows keyed by internal record ids, and the next
-  records written to any collection of the database reuse those ids: they come back
-  with metadata they never had, and ``where`` filters match them
-  (chroma-core/chroma#7594). A secret in such a list is found on ``disk_sqlite``
-  (tests/test_residue.py); memkit never deletes a collection with records in it
-  (:meth:`TieredMemoryStore.close` deletes the records first), so closing one
-  in-memory store cannot give the next one's chunks its ``source_ids``.
-
-:meth:`~TieredMemoryStore.compact` therefore rebuilds every collection into a fresh
-sibling directory from the live records (stored vectors, no re-embedding), swaps it in,
-overwrites the old files with zeros before unlinking them, re-opens, triggers chroma's
-first-read rewrite of the HNSW files and zeroes their unused capacity. After it, the
-scanner finds no copy on any surface (tests/test_residue.py); a later HNSW persist by a
-process that still holds the secret in memory can bring heap bytes back.
+Forensic residue, and how :meth:`~TieredMemoryStore.compact` removes it: :mod:`memkit.compaction`.
 """
 
 from __future__ import annotations
@@ -87,14 +53,8 @@ import hmac
 import json
 import os
 import secrets as _secrets
-import shutil
-import sqlite3
-import struct
-import threading
-import time
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -102,6 +62,32 @@ from typing import Any
 import numpy as np
 
 import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
+from memkit.chroma_client import (
+    _drop_collection,
+    _hold_client,
+    _refuse_foreign,
+    _release_client,
+    _settings,
+    _WatchedCollection,
+)
+from memkit.chunks import (
+    TIERS,
+    Chunk,
+    chunk_id,
+    from_record,
+    order_key,
+    to_metadata,
+    validate_chunk,
+    where_filter,
+)
+from memkit.compaction import (
+    CompactionReport,
+    _zero_hnsw_slack,
+    compact_directory,
+    compact_store,
+    compaction_blocker,
+)
+from memkit.errors import StoreError
 from memkit.matching import matcher, redact_json, scalar_text, secret_regex
 
 __all__ = [
@@ -115,348 +101,25 @@ __all__ = [
     "secret_regex",
 ]
 
-TIERS: tuple[str, ...] = ("raw", "summary")
-"""Chunk tiers (DESIGN.md, Vocabulary): ``raw`` user turns and derived ``summary`` chunks."""
 
-_RESERVED_KEYS = ("tier", "namespace", "session_id", "turn_index", "date", "source_ids")
 _SALT_KEY = "memkit_salt"
 _TOMBSTONE_SUFFIX = "-tombstones"
 _PBKDF2_ITERATIONS = 200_000
 _DERIVED_BATCH = 100
 
 
-class StoreError(RuntimeError):
-    """A store operation that cannot run in the store's current configuration."""
-
-
-@dataclass
-class Chunk:
-    """One memory chunk (STORE_API.md).
-
-    Attributes:
-        id: unique id in the store (see :func:`chunk_id`).
-        text: the chunk text.
-        tier: ``"raw"`` or ``"summary"`` (:data:`TIERS`).
-        namespace: user or instance id; searches and deletions can be scoped to it.
-        session_id: LongMemEval session id the chunk belongs to.
-        turn_index: index of the turn in its session; ``-1`` for summaries.
-        date: session date as given by the data (free text, e.g. ``2023/05/20 (Sat) 02:21``).
-        source_ids: for summaries, the raw chunk ids the text was derived from.
-        score: cosine similarity to the query, set on search results only.
-        extra: additional scalar metadata (keys must not collide with the fields above).
-    """
-
-    id: str
-    text: str
-    tier: str
-    namespace: str
-    session_id: str
-    turn_index: int
-    date: str = ""
-    source_ids: list[str] = field(default_factory=list)
-    score: float | None = None
-    extra: dict[str, str | int | float | bool] = field(default_factory=dict)
-
-
-@dataclass
-class CompactionReport:
-    """Result of :meth:`TieredMemoryStore.compact`.
-
-    Attributes:
-        seconds: wall-clock duration of the compaction.
-        bytes_before: total size in bytes of the files under the store directory before.
-        bytes_after: the same after compaction.
-        records: number of records (all collections) carried into the rebuilt store.
-        method: ``"rebuild"`` (fresh directory swapped in) or ``"none"`` (in-memory store).
-    """
-
-    seconds: float
-    bytes_before: int
-    bytes_after: int
-    records: int = 0
-    method: str = "rebuild"
-
-
-def chunk_id(namespace: str, session_id: str, tier: str, index: int, text: str) -> str:
-    """Deterministic id of a chunk, stable across runs and machines.
-
-    Args:
-        namespace: user or instance id.
-        session_id: session id.
-        tier: ``"raw"`` or ``"summary"``.
-        index: turn index for raw chunks; position of the summary chunk in its session.
-        text: chunk text.
-
-    Returns:
-        ``"<tier>-<32 hex>"``: the first 128 bits of SHA-256 over the JSON list of the
-        five arguments.
-
-    Raises:
-        ValueError: unknown tier.
-
-    Note: the id is a one-way function of the text, so it is not the secret, but a party
-    who holds the store and knows a secret's grammar and the surrounding text can test
-    guesses against it (the same holds for the tombstone hash, which is why that one is
-    salted and stretched with PBKDF2).
-    """
-    if tier not in TIERS:
-        raise ValueError(f"chunk_id: tier must be one of {TIERS}, got {tier!r}")
-    payload = json.dumps([namespace, session_id, tier, int(index), text], ensure_ascii=False)
-    return f"{tier}-{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _dir_bytes(path: Path) -> int:
-    """Total size in bytes of the regular files under ``path``."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def _shred_tree(path: Path) -> None:
-    """Overwrite every file under ``path`` with zeros, fsync, then remove the tree.
-
-    Best effort against recovery from the old files' blocks; copy-on-write or
-    journaling file systems and SSD wear levelling can still keep old blocks.
-    """
-    block = b"\0" * (1 << 20)
-    for p in path.rglob("*"):
-        if p.is_file() and not p.is_symlink():
-            size = p.stat().st_size
-            with open(p, "r+b") as fh:
-                left = size
-                while left > 0:
-                    n = min(left, len(block))
-                    fh.write(block[:n])
-                    left -= n
-                fh.flush()
-                os.fsync(fh.fileno())
-    shutil.rmtree(path)
-
-
-_HNSW_HEADER = struct.Struct("<IQQQQQQiIQQQdQ")
-"""Layout of chroma's ``header.bin`` (hnswlib fork, version 1): version, offsetLevel0,
-max_elements, cur_element_count, size_data_per_element, label_offset, offsetData,
-maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction (100 bytes)."""
-
-
-def _zero_hnsw_slack(root: Path) -> int:
-    """Zero the unused capacity of every HNSW ``data_level0.bin`` under ``root``, and
-    the unused neighbour slots of its link lists (:func:`_zero_unused_links`).
-
-    hnswlib allocates the level-0 buffer with ``malloc`` and chroma can write it out
-    beyond ``cur_element_count`` (an index persisted while empty is written at full
-    capacity), so those bytes are whatever the process heap held, which can include
-    text the process handled, deleted secrets included. Bytes past
-    ``cur_element_count * size_data_per_element`` are never read by the loader, so
-    zeroing them is safe. chroma rewrites the files on the first read of a collection
-    after a client opens and whenever it persists the index (every ``sync_threshold``
-    writes), so a later write can bring such bytes back. Returns the number of bytes
-    zeroed.
-    """
-    zeroed = 0
-    for header in root.rglob("header.bin"):
-        data = header.with_name("data_level0.bin")
-        raw = header.read_bytes()
-        if not data.is_file() or len(raw) != _HNSW_HEADER.size:
-            continue
-        fields = _HNSW_HEADER.unpack(raw)
-        version, cur, size_per = fields[0], fields[3], fields[4]
-        if version != 1 or size_per <= 0:
-            continue
-        used = cur * size_per
-        total = data.stat().st_size
-        if total > used:
-            with open(data, "r+b") as fh:
-                fh.seek(used)
-                fh.write(b"\0" * (total - used))
-                fh.flush()
-                os.fsync(fh.fileno())
-            zeroed += total - used
-        zeroed += _zero_unused_links(header.parent, fields)
-        # length.bin (one uint32 per element slot) is also written at full capacity.
-        lengths = header.with_name("length.bin")
-        if lengths.is_file() and lengths.stat().st_size > 4 * cur:
-            buf = bytearray(lengths.read_bytes())
-            if any(buf[4 * cur :]):
-                zeroed += len(buf) - 4 * cur
-                buf[4 * cur :] = bytes(len(buf) - 4 * cur)
-                with open(lengths, "r+b") as fh:
-                    fh.write(buf)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-    return zeroed
-
-
-def _zero_unused_link_slots(buf: bytearray, start: int, capacity: int) -> int:
-    """Zero the slots past the count of one hnswlib link list at ``buf[start:]``
-    (a uint32 whose low 16 bits are the count, then ``capacity`` uint32 slots)."""
-    count = int.from_bytes(buf[start : start + 2], "little")
-    if count >= capacity:
-        return 0
-    lo, hi = start + 4 + 4 * count, start + 4 + 4 * capacity
-    if any(buf[lo:hi]):
-        buf[lo:hi] = bytes(hi - lo)
-        return hi - lo
-    return 0
-
-
-def _zero_unused_links(segment: Path, fields: tuple[Any, ...]) -> int:
-    """Zero unused neighbour slots in ``data_level0.bin`` and ``link_lists.bin``.
-
-    hnswlib allocates each link list at full capacity (``maxM0`` slots at level 0,
-    ``maxM`` above) with ``malloc`` and writes it whole, so the slots past a list's
-    count hold heap bytes (found: fragments of chroma metadata JSON). The loader
-    reads only ``count`` slots, so zeroing the rest is safe. Returns bytes zeroed.
-    """
-    offset0, cur, size_per = fields[1], fields[3], fields[4]
-    max_m, max_m0 = fields[9], fields[10]
-    zeroed = 0
-    data = segment / "data_level0.bin"
-    buf = bytearray(data.read_bytes())
-    for i in range(min(cur, len(buf) // max(size_per, 1))):
-        zeroed += _zero_unused_link_slots(buf, i * size_per + offset0, max_m0)
-    links = segment / "link_lists.bin"
-    lbuf = bytearray(links.read_bytes()) if links.is_file() else bytearray()
-    lzeroed = 0
-    pos, block = 0, 4 + 4 * max_m
-    for _ in range(cur):
-        if pos + 4 > len(lbuf):
-            break
-        size = int.from_bytes(lbuf[pos : pos + 4], "little")
-        pos += 4
-        for b in range(pos, min(pos + size, len(lbuf)) - block + 1, block):
-            lzeroed += _zero_unused_link_slots(lbuf, b, max_m)
-        pos += size
-    for path, content, n in ((data, buf, zeroed), (links, lbuf, lzeroed)):
-        if n:
-            with open(path, "r+b") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-    return zeroed + lzeroed
-
-
 _OPEN: dict[tuple[str, str], TieredMemoryStore] = {}
 """Open stores by (resolved path, collection): :meth:`TieredMemoryStore.open`."""
-
-
-class _WatchedCollection:
-    """A chroma collection whose writes call ``on_write`` (the store's cache reset)."""
-
-    _WRITES = frozenset({"add", "upsert", "update", "delete", "modify"})
-
-    def __init__(self, collection: Any, on_write: Any) -> None:
-        self._c = collection
-        self._on_write = on_write
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._c, name)
-        if name in self._WRITES and callable(attr):
-            def write(*a: Any, **kw: Any) -> Any:
-                try:
-                    return attr(*a, **kw)
-                finally:
-                    self._on_write()
-            return write
-        return attr
-
-    def __repr__(self) -> str:
-        return repr(self._c)
-
-
-def _refuse_foreign(path: Path, collection: str) -> None:
-    """Refuse a Chroma directory that holds collections but none of memkit's.
-
-    Read-only (a ``mode=ro`` SQLite connection): a directory memkit did not create
-    (another memory layer's) must not gain collections by being opened.
-
-    Raises:
-        StoreError: the directory holds only collections memkit did not write.
-    """
-    db = path / "chroma.sqlite3"
-    if not db.is_file():
-        return
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            names = [n for (n,) in con.execute("SELECT name FROM collections")]
-            ours = {n for (n,) in con.execute(
-                "SELECT c.name FROM collections c JOIN collection_metadata m ON m.collection_id = c.id "
-                "WHERE m.key = 'memkit'")}
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return  # not readable as chroma's schema: let chromadb say what is wrong
-    if names and not ours and collection not in names:
-        raise StoreError(
-            f"{path} is a Chroma directory memkit did not create (collections: {sorted(names)[:5]}); "
-            "memkit will not add collections to it. Scan it with `memkit residue` (read-only), "
-            "or pass create=True to TieredMemoryStore to add memkit's collections on purpose."
-        )
-
-
-def _settings() -> Any:
-    from chromadb.config import Settings
-
-    return Settings(anonymized_telemetry=False)
 
 
 def _utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-_CLIENT_USERS: dict[int, int] = {}
-_CLIENT_USERS_LOCK = threading.Lock()
-
-
-def _hold_client(client: Any) -> None:
-    """Count a memkit store open on ``client`` (see :func:`_release_client`)."""
-    with _CLIENT_USERS_LOCK:
-        _CLIENT_USERS[id(client)] = _CLIENT_USERS.get(id(client), 0) + 1
-
-
-def _release_client(client: Any) -> int:
-    """Uncount a store on ``client``; returns how many memkit stores still use it. An
-    in-memory store closes its own client only when none does."""
-    with _CLIENT_USERS_LOCK:
-        n = _CLIENT_USERS.get(id(client), 1) - 1
-        if n <= 0:
-            _CLIENT_USERS.pop(id(client), None)
-        else:
-            _CLIENT_USERS[id(client)] = n
-        return max(n, 0)
-
-
-def _drop_collection(client: Any, col: Any) -> None:
-    """Delete ``col``'s records, then the collection.
-
-    chromadb 1.5.9's ``delete_collection`` leaves the collection's list-valued metadata
-    (table ``embedding_metadata_array``) behind, keyed by internal record ids that the
-    next records written to *any* collection of the same database reuse: they come
-    back with metadata they never had, and ``where`` filters match them
-    (chroma-core/chroma#7594; for memkit, a stranger's ``source_ids`` on a new chunk,
-    which provenance cascades follow). Deleting the records first goes through the
-    per-record path, which removes those rows.
-    """
-    try:
-        ids = col.get(include=[])["ids"]
-        try:
-            b = max(1, int(client.get_max_batch_size()))
-        except Exception:
-            b = 5000
-        for s in range(0, len(ids), b):
-            col.delete(ids=ids[s : s + b])
-    except Exception:  # already gone
-        pass
-    try:
-        client.delete_collection(col.name)
-    except Exception:  # already gone
-        pass
 
 
 class TieredMemoryStore:
-    """Raw and summary memory chunks in one chroma collection (STORE_API.md).
+    """Raw and summary memory chunks in one chroma collection (module doc).
 
     Args:
         path: persistent directory (``chromadb.PersistentClient``); created if missing.
@@ -719,89 +382,7 @@ class TieredMemoryStore:
             return (ino, int.from_bytes(header[24:28], "big"), self._version)
         return (self._version, self._collection.count())
 
-    # ------------------------------------------------------------------ encoding
-
-    @staticmethod
-    def _validate(chunk: Chunk, where: str) -> None:
-        if not isinstance(chunk, Chunk):
-            raise TypeError(f"{where}: expected Chunk, got {type(chunk).__name__}")
-        if not isinstance(chunk.id, str) or not chunk.id:
-            raise ValueError(f"{where}: field 'id' must be a non-empty string")
-        if chunk.tier not in TIERS:
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'tier' must be one of {TIERS}, got {chunk.tier!r}")
-        if not isinstance(chunk.namespace, str) or not chunk.namespace:
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'namespace' must be a non-empty string")
-        if not isinstance(chunk.text, str):
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'text' must be a string")
-        if not isinstance(chunk.session_id, str):
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'session_id' must be a string")
-        if isinstance(chunk.turn_index, bool) or not isinstance(chunk.turn_index, (int, np.integer)):
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'turn_index' must be an int")
-        if chunk.tier == "raw" and chunk.source_ids:
-            raise ValueError(f"{where} (id {chunk.id!r}): raw chunks cannot have 'source_ids'")
-        if any(not isinstance(s, str) or not s for s in chunk.source_ids):
-            raise ValueError(f"{where} (id {chunk.id!r}): 'source_ids' must be non-empty strings")
-        for key, value in chunk.extra.items():
-            if key in _RESERVED_KEYS or key.startswith(("chroma:", "#", "$")):
-                raise ValueError(f"{where} (id {chunk.id!r}): extra key {key!r} is reserved")
-            if not isinstance(value, (str, int, float, bool)):
-                raise ValueError(
-                    f"{where} (id {chunk.id!r}): extra[{key!r}] must be str/int/float/bool, "
-                    f"got {type(value).__name__}"
-                )
-
-    @staticmethod
-    def _to_metadata(chunk: Chunk) -> dict[str, Any]:
-        meta: dict[str, Any] = dict(chunk.extra)
-        meta.update(
-            tier=chunk.tier,
-            namespace=chunk.namespace,
-            session_id=chunk.session_id,
-            turn_index=int(chunk.turn_index),
-            date=chunk.date,
-        )
-        if chunk.source_ids:
-            meta["source_ids"] = list(chunk.source_ids)
-        return meta
-
-    @staticmethod
-    def _from_record(cid: str, doc: str | None, meta: dict[str, Any] | None) -> Chunk:
-        meta = dict(meta or {})
-        src = meta.pop("source_ids", None) or []
-        return Chunk(
-            id=cid,
-            text=doc or "",
-            tier=str(meta.pop("tier", "")),
-            namespace=str(meta.pop("namespace", "")),
-            session_id=str(meta.pop("session_id", "")),
-            turn_index=int(meta.pop("turn_index", -1)),
-            date=str(meta.pop("date", "")),
-            source_ids=[str(s) for s in src],
-            extra=meta,
-        )
-
-    @staticmethod
-    def _where(
-        namespace: str | None = None,
-        tiers: Sequence[str] | None = None,
-        session_id: str | None = None,
-        extra: Iterable[dict[str, Any]] = (),
-    ) -> dict[str, Any] | None:
-        conds: list[dict[str, Any]] = []
-        if namespace is not None:
-            conds.append({"namespace": namespace})
-        if tiers is not None:
-            tiers = list(tiers)
-            bad = [t for t in tiers if t not in TIERS]
-            if bad:
-                raise ValueError(f"tiers must be drawn from {TIERS}, got {bad}")
-            conds.append({"tier": {"$in": tiers}})
-        if session_id is not None:
-            conds.append({"session_id": session_id})
-        conds.extend(extra)
-        if not conds:
-            return None
-        return conds[0] if len(conds) == 1 else {"$and": conds}
+    # ------------------------------------------------------------------ chroma records
 
     def _get(self, *, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None,
              embeddings: bool = False) -> tuple[list[Chunk], np.ndarray | None]:
@@ -813,7 +394,7 @@ class TieredMemoryStore:
             kw["where"] = where
         res = self._collection.get(**kw)
         chunks = [
-            self._from_record(i, d, m)
+            from_record(i, d, m)
             for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
         ]
         vecs = None
@@ -834,7 +415,7 @@ class TieredMemoryStore:
             self._collection.upsert(
                 ids=[c.id for c in part],
                 documents=[c.text for c in part],
-                metadatas=[self._to_metadata(c) for c in part],
+                metadatas=[to_metadata(c) for c in part],
                 embeddings=np.asarray(vectors[s : s + b], dtype=np.float32),
             )
         self._touch()
@@ -857,7 +438,7 @@ class TieredMemoryStore:
         chunks = list(chunks)
         seen: set[str] = set()
         for i, c in enumerate(chunks):
-            self._validate(c, f"add: chunk {i}")
+            validate_chunk(c, f"add: chunk {i}")
             if c.id in seen:
                 raise ValueError(f"add: chunk {i}: duplicate id {c.id!r} in one call")
             seen.add(c.id)
@@ -875,10 +456,6 @@ class TieredMemoryStore:
         by_id = {c.id: c for c in found}
         return [by_id[i] for i in ids if i in by_id]
 
-    @staticmethod
-    def _order_key(c: Chunk) -> tuple[Any, ...]:
-        tier = TIERS.index(c.tier) if c.tier in TIERS else len(TIERS)
-        return (c.namespace, tier, c.date, c.session_id, c.turn_index, c.id)
 
     def chunks(
         self,
@@ -889,12 +466,12 @@ class TieredMemoryStore:
     ) -> list[Chunk]:
         """All chunks matching the filters, ordered by (namespace, tier, date, session,
         turn index, id)."""
-        found, _ = self._get(where=self._where(namespace, tiers, session_id))
-        return sorted(found, key=self._order_key)
+        found, _ = self._get(where=where_filter(namespace, tiers, session_id))
+        return sorted(found, key=order_key)
 
     def count(self, *, namespace: str | None = None, tiers: Sequence[str] | None = None) -> int:
         """Number of chunks matching the filters."""
-        where = self._where(namespace, tiers)
+        where = where_filter(namespace, tiers)
         if where is None:
             return int(self._collection.count())
         return len(self._collection.get(where=where, include=[])["ids"])
@@ -924,7 +501,7 @@ class TieredMemoryStore:
         hit = self._matrix_cache.get(key)
         if hit is not None and hit[0] == token:
             return hit[1], hit[2]
-        found, vecs = self._get(where=self._where(namespace, tiers), embeddings=True)
+        found, vecs = self._get(where=where_filter(namespace, tiers), embeddings=True)
         order = sorted(range(len(found)), key=lambda n: found[n].id)
         chunks = [found[n] for n in order]
         mat = vecs[order] if len(order) else np.zeros((0, 0), dtype=np.float32)
@@ -1130,14 +707,14 @@ class TieredMemoryStore:
                 part = frontier[s : s + _DERIVED_BATCH]
                 ors = [{"source_ids": {"$contains": i}} for i in part]
                 cond = ors[0] if len(ors) == 1 else {"$or": ors}
-                chunks, _ = self._get(where=self._where(namespace, None, None, [cond]))
+                chunks, _ = self._get(where=where_filter(namespace, None, None, [cond]))
                 for c in chunks:
                     if c.id not in seen:
                         seen.add(c.id)
                         found[c.id] = c
                         nxt.append(c.id)
             frontier = nxt if transitive else []
-        return sorted(found.values(), key=self._order_key)
+        return sorted(found.values(), key=order_key)
 
     def redact(
         self,
@@ -1322,7 +899,7 @@ class TieredMemoryStore:
                     "pass overwrite=True to replace them"
                 )
             target.delete([c.id for c in existing])
-        chunks, vecs = self._get(where=self._where(src), embeddings=True)
+        chunks, vecs = self._get(where=where_filter(src), embeddings=True)
         if not chunks:
             return 0
 
@@ -1340,43 +917,20 @@ class TieredMemoryStore:
         target._put(chunks, vecs)
         return len(chunks)
 
-    def _sqlite_collection_count(self) -> int:
-        assert self.path is not None
-        uri = f"file:{self.path / 'chroma.sqlite3'}?mode=ro"
-        con = sqlite3.connect(uri, uri=True)
-        try:
-            return int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
-        finally:
-            con.close()
-
     def compaction_blocker(self) -> str | None:
-        """Why :meth:`compact` cannot run now, or ``None`` if it can. Changes nothing.
+        """Why :meth:`compact` cannot run now, or ``None`` if it can. Changes nothing
+        (:func:`memkit.compaction.compaction_blocker`).
 
         Forget modes that compact check this before their first change, so a forget
         either completes or refuses with the store untouched.
         """
-        if self._kind == "memory":
-            return None
-        if self._kind != "persistent" or self.path is None:
-            return ("the store is behind a chroma server: memkit cannot rewrite or read the "
-                    "server's files (deleted text stays in its SQLite pages and log)")
-        if self._sqlite_collection_count() != len(list(self._client.list_collections())):
-            return f"{self.path} holds collections outside the default tenant/database"
-        from chromadb.api.shared_system_client import SharedSystemClient
-
-        self._client.close()
-        try:
-            if str(self.path) in SharedSystemClient._identifier_to_system:
-                return (f"another chroma client in this process holds {self.path} open; close "
-                        "it, or use TieredMemoryStore.open(path) for one store object per directory")
-        finally:
-            self._open()
-        return None
+        return compaction_blocker(self)
 
     def compact(self) -> CompactionReport:
         """Rewrite the store so deleted and overwritten text is gone from the disk:
-        :func:`compact_directory` on the store's directory, with this store's client
-        closed around it. An in-memory store has nothing on disk (method ``"none"``).
+        :func:`memkit.compaction.compact_store` (:func:`compact_directory` on the
+        store's directory, with this store's client closed around it). An in-memory
+        store has nothing on disk (method ``"none"``).
 
         Returns:
             :class:`CompactionReport`.
@@ -1385,131 +939,4 @@ class TieredMemoryStore:
             StoreError: :meth:`compaction_blocker` names a reason, or the rebuilt store
                 does not hold the same records (the directory is then unchanged).
         """
-        t0 = time.perf_counter()
-        if self._kind == "memory":
-            return CompactionReport(time.perf_counter() - t0, 0, 0, self._collection.count(), "none")
-        reason = self.compaction_blocker()
-        if reason is not None:
-            raise StoreError(f"compact: {reason}")
-        assert self.path is not None
-        self._client.close()
-        self._release_fd()
-        try:
-            report = compact_directory(self.path)
-        finally:
-            self._open()
-            # chroma rewrites each HNSW segment (from uninitialized memory, see
-            # _zero_hnsw_slack) on the first read after a client opens; make that
-            # happen now and clean up after it, so later reads (a residue scan) do not.
-            for col in self._client.list_collections():
-                col.count()
-            _zero_hnsw_slack(self.path)
-            self._touch()
-        report.seconds = time.perf_counter() - t0
-        return report
-
-
-def compact_directory(path: str | Path) -> CompactionReport:
-    """Rewrite any Chroma persist directory so deleted and overwritten text is gone
-    from its files, adding nothing to it.
-
-    Rebuilds every collection into a fresh sibling directory from the live records
-    (ids, documents, metadata, stored vectors; collection metadata and
-    configuration), VACUUMs it, zeroes HNSW slack, swaps it in, overwrites the old
-    files with zeros and removes them (module doc). Works on directories other memory
-    layers wrote: no memkit collection is created.
-
-    Args:
-        path: the directory; no chroma client of this process may hold it open.
-
-    Returns:
-        :class:`CompactionReport`.
-
-    Raises:
-        StoreError: not a Chroma directory, collections outside the default
-            tenant/database, another client of this process holds it open, or the
-            rebuilt store does not hold the same records (the directory is then unchanged).
-    """
-    import chromadb
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    t0 = time.perf_counter()
-    path = Path(path).expanduser().resolve()
-    if not (path / "chroma.sqlite3").is_file():
-        raise StoreError(f"compact: {path} is not a Chroma persist directory (no chroma.sqlite3)")
-    if str(path) in SharedSystemClient._identifier_to_system:
-        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
-    before = _dir_bytes(path)
-    con = sqlite3.connect(f"file:{path / 'chroma.sqlite3'}?mode=ro", uri=True)
-    try:
-        n_collections = int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
-    finally:
-        con.close()
-    old_client = chromadb.PersistentClient(path=str(path), settings=_settings())
-    fresh = path.parent / f".{path.name}.compact-{uuid.uuid4().hex[:8]}"
-    records = 0
-    try:
-        cols = list(old_client.list_collections())
-        if n_collections != len(cols):
-            raise StoreError(
-                f"compact: {path} holds collections outside the default tenant/database; "
-                "memkit only rebuilds the default database"
-            )
-        expected: dict[str, int] = {}
-        new_client = chromadb.PersistentClient(path=str(fresh), settings=_settings())
-        try:
-            for col in cols:
-                config = dict(col.configuration or {})
-                # Keep a foreign collection's embedding-function config (memkit's is None);
-                # records are copied with their vectors, so it is never called here.
-                ef = config.pop("embedding_function", None)
-                config = {k: v for k, v in config.items() if v is not None}
-                new = new_client.create_collection(
-                    col.name, configuration=config or None, metadata=col.metadata or None,
-                    embedding_function=ef,
-                )
-                n = col.count()
-                expected[col.name] = n
-                b = max(1, int(old_client.get_max_batch_size()))
-                for off in range(0, n, b):
-                    res = col.get(limit=b, offset=off, include=["documents", "metadatas", "embeddings"])
-                    if not res["ids"]:
-                        break
-                    new.add(ids=res["ids"], documents=res["documents"], metadatas=res["metadatas"],
-                            embeddings=np.asarray(res["embeddings"], dtype=np.float32))
-                    records += len(res["ids"])
-            got = {c.name: c.count() for c in new_client.list_collections()}
-            if got != expected:
-                raise StoreError(f"compact: rebuilt store holds {got}, expected {expected}")
-        finally:
-            new_client.close()
-    except BaseException:
-        old_client.close()
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise
-    old_client.close()
-    # The rebuild itself purged log rows (chroma trims its log at each HNSW persist):
-    # their pages hold only live data, but VACUUM returns the space.
-    con = sqlite3.connect(fresh / "chroma.sqlite3")
-    try:
-        con.execute("VACUUM")
-    finally:
-        con.close()
-    _zero_hnsw_slack(fresh)
-    if str(path) in SharedSystemClient._identifier_to_system:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
-    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-    os.replace(path, old)
-    os.replace(fresh, path)
-    _shred_tree(old)
-    # chroma rewrites each HNSW segment on the first read after a client opens (from
-    # uninitialized memory): make that happen now, then zero the slack it leaves.
-    client = chromadb.PersistentClient(path=str(path), settings=_settings())
-    try:
-        for col in client.list_collections():
-            col.count()
-    finally:
-        client.close()
-    _zero_hnsw_slack(path)
-    return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")
+        return compact_store(self)

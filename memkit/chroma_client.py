@@ -1,0 +1,124 @@
+"""Chroma client plumbing shared by :mod:`memkit.store` and :mod:`memkit.compaction`:
+client settings, which in-memory clients memkit stores share, refusing directories
+memkit did not create, dropping a collection without leaving rows behind, and a
+collection wrapper that tells its store about writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from memkit.errors import StoreError
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False)
+
+
+class _WatchedCollection:
+    """A chroma collection whose writes call ``on_write`` (the store's cache reset)."""
+
+    _WRITES = frozenset({"add", "upsert", "update", "delete", "modify"})
+
+    def __init__(self, collection: Any, on_write: Any) -> None:
+        self._c = collection
+        self._on_write = on_write
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._c, name)
+        if name in self._WRITES and callable(attr):
+            def write(*a: Any, **kw: Any) -> Any:
+                try:
+                    return attr(*a, **kw)
+                finally:
+                    self._on_write()
+            return write
+        return attr
+
+    def __repr__(self) -> str:
+        return repr(self._c)
+
+
+def _refuse_foreign(path: Path, collection: str) -> None:
+    """Refuse a Chroma directory that holds collections but none of memkit's.
+
+    Read-only (a ``mode=ro`` SQLite connection): a directory memkit did not create
+    (another memory layer's) must not gain collections by being opened.
+
+    Raises:
+        StoreError: the directory holds only collections memkit did not write.
+    """
+    db = path / "chroma.sqlite3"
+    if not db.is_file():
+        return
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            names = [n for (n,) in con.execute("SELECT name FROM collections")]
+            ours = {n for (n,) in con.execute(
+                "SELECT c.name FROM collections c JOIN collection_metadata m ON m.collection_id = c.id "
+                "WHERE m.key = 'memkit'")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return  # not readable as chroma's schema: let chromadb say what is wrong
+    if names and not ours and collection not in names:
+        raise StoreError(
+            f"{path} is a Chroma directory memkit did not create (collections: {sorted(names)[:5]}); "
+            "memkit will not add collections to it. Scan it with `memkit residue` (read-only), "
+            "or pass create=True to TieredMemoryStore to add memkit's collections on purpose."
+        )
+
+
+_CLIENT_USERS: dict[int, int] = {}
+_CLIENT_USERS_LOCK = threading.Lock()
+
+
+def _hold_client(client: Any) -> None:
+    """Count a memkit store open on ``client`` (see :func:`_release_client`)."""
+    with _CLIENT_USERS_LOCK:
+        _CLIENT_USERS[id(client)] = _CLIENT_USERS.get(id(client), 0) + 1
+
+
+def _release_client(client: Any) -> int:
+    """Uncount a store on ``client``; returns how many memkit stores still use it. An
+    in-memory store closes its own client only when none does."""
+    with _CLIENT_USERS_LOCK:
+        n = _CLIENT_USERS.get(id(client), 1) - 1
+        if n <= 0:
+            _CLIENT_USERS.pop(id(client), None)
+        else:
+            _CLIENT_USERS[id(client)] = n
+        return max(n, 0)
+
+
+def _drop_collection(client: Any, col: Any) -> None:
+    """Delete ``col``'s records, then the collection.
+
+    chromadb 1.5.9's ``delete_collection`` leaves the collection's list-valued metadata
+    (table ``embedding_metadata_array``) behind, keyed by internal record ids that the
+    next records written to *any* collection of the same database reuse: they come
+    back with metadata they never had, and ``where`` filters match them
+    (chroma-core/chroma#7594; for memkit, a stranger's ``source_ids`` on a new chunk,
+    which provenance cascades follow). Deleting the records first goes through the
+    per-record path, which removes those rows.
+    """
+    try:
+        ids = col.get(include=[])["ids"]
+        try:
+            b = max(1, int(client.get_max_batch_size()))
+        except Exception:
+            b = 5000
+        for s in range(0, len(ids), b):
+            col.delete(ids=ids[s : s + b])
+    except Exception:  # already gone
+        pass
+    try:
+        client.delete_collection(col.name)
+    except Exception:  # already gone
+        pass
