@@ -1,13 +1,17 @@
 """Chroma client plumbing shared by :mod:`memkit.store` and :mod:`memkit.compaction`:
 client settings, which in-memory clients memkit stores share, refusing directories
-memkit did not create, dropping a collection without leaving rows behind, and a
-collection wrapper that tells its store about writes.
+memkit did not create, dropping a collection without leaving rows behind, the
+process's chroma Systems per directory generation (one opened on a directory that a
+compaction replaced is evicted, :mod:`memkit.dirlock`), and running store methods
+as locked operations.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +22,6 @@ def _settings() -> Any:
     from chromadb.config import Settings
 
     return Settings(anonymized_telemetry=False)
-
-
-class _WatchedCollection:
-    """A chroma collection whose writes call ``on_write`` (the store's cache reset)."""
-
-    _WRITES = frozenset({"add", "upsert", "update", "delete", "modify"})
-
-    def __init__(self, collection: Any, on_write: Any) -> None:
-        self._c = collection
-        self._on_write = on_write
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._c, name)
-        if name in self._WRITES and callable(attr):
-            def write(*a: Any, **kw: Any) -> Any:
-                try:
-                    return attr(*a, **kw)
-                finally:
-                    self._on_write()
-            return write
-        return attr
-
-    def __repr__(self) -> str:
-        return repr(self._c)
 
 
 def _refuse_foreign(path: Path, collection: str) -> None:
@@ -122,3 +102,74 @@ def _drop_collection(client: Any, col: Any) -> None:
         client.delete_collection(col.name)
     except Exception:  # already gone
         pass
+
+
+_SYSTEMS: dict[str, tuple[int, int]] = {}
+"""Directory -> (generation, inode) the process's chroma System for it was opened on."""
+_SYSTEMS_LOCK = threading.Lock()
+
+
+def _evict_system(key: str) -> None:
+    """Stop and forget chroma's shared System for directory ``key`` (opened on a
+    replaced directory). Clients still pointing at it are dropped, never closed: their
+    ``close`` would release the refcount of the System that replaces it."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    with SharedSystemClient._refcount_lock:
+        system = SharedSystemClient._identifier_to_system.pop(key, None)
+        SharedSystemClient._identifier_to_refcount.pop(key, None)
+    if system is not None:
+        try:
+            system.stop()
+        except Exception:  # pragma: no cover - its files are gone already
+            pass
+
+
+def _forget_stale_system(key: str, gen: tuple[int, int] | None) -> None:
+    """Evict the System of ``key`` if it is still the one opened on generation ``gen``."""
+    with _SYSTEMS_LOCK:
+        if _SYSTEMS.get(key) == gen:
+            _evict_system(key)
+            _SYSTEMS.pop(key, None)
+
+
+def _locked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a store method as one operation (``TieredMemoryStore._op``: the directory lock
+    held shared, on the current directory generation)."""
+
+    @wraps(fn)
+    def run(self: Any, *a: Any, **kw: Any) -> Any:
+        with self._op():
+            return fn(self, *a, **kw)
+
+    return run
+
+
+class _StoreCollection:
+    """``store.collection``: the chunk collection, each call made as an operation of the
+    store (on its current client, under its lock); writes reset the search cache."""
+
+    _WRITES = frozenset({"add", "upsert", "update", "delete", "modify"})
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        store = self._store
+        with store._op():
+            attr = getattr(store._collection, name)
+        if not callable(attr):
+            return attr
+
+        def call(*a: Any, **kw: Any) -> Any:
+            with store._op():
+                try:
+                    return getattr(store._collection, name)(*a, **kw)
+                finally:
+                    if name in self._WRITES:
+                        store._touch()
+
+        return call
+
+    def __repr__(self) -> str:
+        return repr(self._store._collection)

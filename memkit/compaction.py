@@ -40,7 +40,10 @@ process that still holds the secret in memory can bring heap bytes back.
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import re
 import shutil
 import sqlite3
 import struct
@@ -54,9 +57,11 @@ import numpy as np
 
 import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
 from memkit.chroma_client import _settings
+from memkit.dirlock import DirectoryLock, foreign_holders, lock_dir
 from memkit.errors import StoreError
 
-__all__ = ["CompactionReport", "compact_directory", "compact_store", "compaction_blocker"]
+__all__ = ["CompactionReport", "compact_directory", "compact_store", "compaction_blocker", "needs_recovery",
+           "recover"]
 
 
 @dataclass
@@ -215,8 +220,24 @@ def _sqlite_collection_count(path: Path) -> int:
     finally:
         con.close()
 
-def compaction_blocker(store: Any) -> str | None:
-    """Why ``store.compact()`` (:func:`compact_store`) cannot run now, or ``None`` if it can. Changes nothing.
+
+def _foreign_reason(path: Path) -> str | None:
+    foreign = foreign_holders(path)
+    if not foreign:
+        return None
+    return (f"processes that are not memkit stores hold {path} open ({'; '.join(foreign[:3])}): "
+            "compaction replaces the directory, so their chroma clients would fail and lose the "
+            "writes they make. Stop them, or pass force=True to compact anyway")
+
+
+def compaction_blocker(store: Any, *, force: bool = False) -> str | None:
+    """Why ``store.compact()`` (:func:`compact_store`) cannot run now, or ``None`` if it
+    can. Changes nothing.
+
+    Args:
+        store: a :class:`memkit.store.TieredMemoryStore`.
+        force: do not count processes that hold the directory without memkit's lock
+            (:func:`memkit.dirlock.foreign_holders`).
 
     Forget modes that compact check this before their first change, so a forget
     either completes or refuses with the store untouched.
@@ -237,71 +258,237 @@ def compaction_blocker(store: Any) -> str | None:
                     "it, or use TieredMemoryStore.open(path) for one store object per directory")
     finally:
         store._open()
-    return None
+    return None if force else _foreign_reason(store.path)
 
 
-def compact_store(store: Any) -> CompactionReport:
-    """Rewrite the store so deleted and overwritten text is gone from the disk:
-    :func:`compact_directory` on the store's directory, with this store's client
-    closed around it. An in-memory store has nothing on disk (method ``"none"``).
+def compact_store(store: Any, *, force: bool = False) -> CompactionReport:
+    """Rewrite the store so deleted and overwritten text is gone from the disk: with
+    the directory lock held exclusive (:mod:`memkit.dirlock`), :func:`compact_directory`'s
+    rebuild and swap on the store's directory, this store's client closed around it.
+    An in-memory store has nothing on disk (method ``"none"``).
+
+    Args:
+        store: a :class:`memkit.store.TieredMemoryStore`.
+        force: compact although processes that are not memkit handles hold the directory.
 
     Returns:
         :class:`CompactionReport`.
 
     Raises:
-        StoreError: :meth:`compaction_blocker` names a reason, or the rebuilt store
+        StoreError: :func:`compaction_blocker` names a reason, or the rebuilt store
             does not hold the same records (the directory is then unchanged).
+        StoreBusyError: other processes' operations held the lock past its timeout.
     """
     t0 = time.perf_counter()
     if store._kind == "memory":
         return CompactionReport(time.perf_counter() - t0, 0, 0, store._collection.count(), "none")
-    reason = compaction_blocker(store)
-    if reason is not None:
-        raise StoreError(f"compact: {reason}")
-    assert store.path is not None
-    store._client.close()
-    store._release_fd()
-    try:
-        report = compact_directory(store.path)
-    finally:
-        store._open()
-        # chroma rewrites each HNSW segment (from uninitialized memory, see
-        # _zero_hnsw_slack) on the first read after a client opens; make that
-        # happen now and clean up after it, so later reads (a residue scan) do not.
-        for col in store._client.list_collections():
-            col.count()
-        _zero_hnsw_slack(store.path)
-        store._touch()
+    with store.exclusive("compaction"):
+        reason = compaction_blocker(store, force=force)
+        if reason is not None:
+            raise StoreError(f"compact: {reason}")
+        assert store.path is not None
+        store._client.close()
+        store._release_fd()
+        try:
+            report = _compact_locked(store.path, store._lock)
+        finally:
+            store._open()
+            # chroma rewrites each HNSW segment (from uninitialized memory, see
+            # _zero_hnsw_slack) on the first read after a client opens; make that
+            # happen now and clean up after it, so later reads (a residue scan) do not.
+            for col in store._client.list_collections():
+                col.count()
+            _zero_hnsw_slack(store.path)
+            store._touch()
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def compact_directory(path: str | Path) -> CompactionReport:
+def compact_directory(path: str | Path, *, force: bool = False, timeout: float | None = None) -> CompactionReport:
     """Rewrite any Chroma persist directory so deleted and overwritten text is gone
     from its files, adding nothing to it.
 
-    Rebuilds every collection into a fresh sibling directory from the live records
-    (ids, documents, metadata, stored vectors; collection metadata and
-    configuration), VACUUMs it, zeroes HNSW slack, swaps it in, overwrites the old
-    files with zeros and removes them (module doc). Works on directories other memory
-    layers wrote: no memkit collection is created.
+    With the directory lock held exclusive (:mod:`memkit.dirlock`; ``timeout`` seconds
+    at most), finishes or undoes an earlier compaction that was killed
+    (:func:`recover`), rebuilds every collection into a fresh sibling directory from
+    the live records (ids, documents, metadata, stored vectors; collection metadata
+    and configuration), VACUUMs it, zeroes HNSW slack, fsyncs it, records the swap in
+    a journal, bumps the directory's generation, swaps it in atomically, overwrites
+    the old files with zeros and removes them (module doc). Works on directories
+    other memory layers wrote: no memkit collection is created.
 
     Args:
         path: the directory; no chroma client of this process may hold it open.
+        force: compact although processes that are not memkit handles hold it open.
+        timeout: seconds to wait for the lock (default ``$MEMKIT_LOCK_TIMEOUT`` or 60).
 
     Returns:
         :class:`CompactionReport`.
 
     Raises:
         StoreError: not a Chroma directory, collections outside the default
-            tenant/database, another client of this process holds it open, or the
+            tenant/database, another client of this process holds it open, other
+            processes hold it open without memkit's lock (and not ``force``), or the
             rebuilt store does not hold the same records (the directory is then unchanged).
+        StoreBusyError: memkit stores of other processes held it past ``timeout``.
     """
-    import chromadb
     from chromadb.api.shared_system_client import SharedSystemClient
 
     t0 = time.perf_counter()
     path = Path(path).expanduser().resolve()
+    if not (path / "chroma.sqlite3").is_file() and not needs_recovery(path):
+        raise StoreError(f"compact: {path} is not a Chroma persist directory (no chroma.sqlite3)")
+    if str(path) in SharedSystemClient._identifier_to_system:
+        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
+    lock = DirectoryLock(path, timeout)
+    try:
+        with lock.exclusive("compaction"):
+            if not force:
+                reason = _foreign_reason(path)
+                if reason is not None:
+                    raise StoreError(f"compact: {reason}")
+            report = _compact_locked(path, lock)
+    finally:
+        lock.close()
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+# --------------------------------------------------------------------------- crash safety
+
+_JOURNAL = "compaction.json"
+
+
+def _leftovers(path: Path) -> list[Path]:
+    """Sibling directories a compaction of ``path`` writes: ``.<name>.compact-<hex>[-old]``."""
+    pat = re.compile(rf"\.{re.escape(path.name)}\.compact-[0-9a-f]{{8}}(-old)?")
+    try:
+        return sorted(p for p in path.parent.iterdir() if pat.fullmatch(p.name))
+    except OSError:
+        return []
+
+
+def needs_recovery(path: Path) -> bool:
+    """Whether a compaction of ``path`` was interrupted (a journal or a build directory
+    remains; cheap: one ``stat`` and one listing of the parent)."""
+    return (lock_dir(path) / _JOURNAL).exists() or bool(_leftovers(path))
+
+
+def _ino(p: Path) -> int | None:
+    try:
+        return os.stat(p).st_ino
+    except OSError:
+        return None
+
+
+def _fsync_dir(p: Path) -> None:
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        _fsync_dir(d)
+
+
+def _write_journal(lock: DirectoryLock, record: dict[str, Any]) -> None:
+    tmp = lock.dir / (_JOURNAL + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(record, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, lock.dir / _JOURNAL)
+    _fsync_dir(lock.dir)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False
+    where the call is missing or refused (the caller then renames twice)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def _finish(path: Path) -> None:
+    """After a swap: chroma rewrites each HNSW segment on the first read after a client
+    opens (from uninitialized memory): make that happen now, then zero the slack."""
+    import chromadb
+
+    client = chromadb.PersistentClient(path=str(path), settings=_settings())
+    try:
+        for col in client.list_collections():
+            col.count()
+    finally:
+        client.close()
+    _zero_hnsw_slack(path)
+
+
+def recover(path: Path, lock: DirectoryLock) -> str:
+    """Finish or undo a compaction of ``path`` that was killed; hold ``lock`` exclusive.
+
+    The journal (``.<name>.memkit/compaction.json``, written before the swap) names
+    the rebuilt directory by inode. If ``path`` is the rebuilt one, the swap happened:
+    the old directory is shredded and the HNSW slack zeroed (roll forward). Otherwise
+    the original directory is kept (put back if a two-rename swap was cut between its
+    renames) and the build is shredded (roll back: the forgotten text is still there,
+    and :func:`memkit.residue.scan` says so). Build directories without a journal
+    (killed before the swap) are shredded.
+
+    Returns:
+        ``"none"``, ``"rolled back"`` or ``"rolled forward"``.
+    """
+    journal = lock.dir / _JOURNAL
+    done = "none"
+    try:
+        record = json.loads(journal.read_text())
+    except (OSError, ValueError):
+        record = None
+    if record is not None:
+        fresh_ino = int(record["fresh_ino"])
+        if not path.exists():
+            for name in (record.get("aside"), record.get("fresh")):
+                if name and _ino(Path(name)) not in (None, fresh_ino):
+                    os.rename(name, path)
+                    break
+        done = "rolled forward" if _ino(path) == fresh_ino else "rolled back"
+    for leftover in _leftovers(path):
+        if _ino(leftover) != _ino(path):
+            _shred_tree(leftover)
+            if done == "none":
+                done = "rolled back"
+    if record is not None:
+        if done == "rolled forward":
+            _finish(path)
+        journal.unlink()
+        _fsync_dir(lock.dir)
+    return done
+
+
+def _compact_locked(path: Path, lock: DirectoryLock | None) -> CompactionReport:
+    """Rebuild, swap and shred (:func:`compact_directory`); hold ``lock`` exclusive."""
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    t0 = time.perf_counter()
+    if lock is None:
+        raise StoreError(f"compact: cannot lock {path} (its parent directory is not writable), "
+                         "and the rebuilt directory is written beside it")
+    recover(path, lock)
     if not (path / "chroma.sqlite3").is_file():
         raise StoreError(f"compact: {path} is not a Chroma persist directory (no chroma.sqlite3)")
     if str(path) in SharedSystemClient._identifier_to_system:
@@ -312,8 +499,9 @@ def compact_directory(path: str | Path) -> CompactionReport:
         n_collections = int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
     finally:
         con.close()
+    tag = uuid.uuid4().hex[:8]
     old_client = chromadb.PersistentClient(path=str(path), settings=_settings())
-    fresh = path.parent / f".{path.name}.compact-{uuid.uuid4().hex[:8]}"
+    fresh = path.parent / f".{path.name}.compact-{tag}"
     records = 0
     try:
         cols = list(old_client.list_collections())
@@ -352,7 +540,8 @@ def compact_directory(path: str | Path) -> CompactionReport:
             new_client.close()
     except BaseException:
         old_client.close()
-        shutil.rmtree(fresh, ignore_errors=True)
+        if fresh.exists():  # its HNSW slack can hold heap bytes: shred, not just remove
+            _shred_tree(fresh)
         raise
     old_client.close()
     # The rebuild itself purged log rows (chroma trims its log at each HNSW persist):
@@ -364,19 +553,21 @@ def compact_directory(path: str | Path) -> CompactionReport:
         con.close()
     _zero_hnsw_slack(fresh)
     if str(path) in SharedSystemClient._identifier_to_system:
-        shutil.rmtree(fresh, ignore_errors=True)
+        _shred_tree(fresh)
         raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
-    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-    os.replace(path, old)
-    os.replace(fresh, path)
-    _shred_tree(old)
-    # chroma rewrites each HNSW segment on the first read after a client opens (from
-    # uninitialized memory): make that happen now, then zero the slack it leaves.
-    client = chromadb.PersistentClient(path=str(path), settings=_settings())
-    try:
-        for col in client.list_collections():
-            col.count()
-    finally:
-        client.close()
-    _zero_hnsw_slack(path)
+    _fsync_tree(fresh)
+    aside = path.parent / f".{path.name}.compact-{tag}-old"
+    _write_journal(lock, {"path": str(path), "fresh": str(fresh), "fresh_ino": os.stat(fresh).st_ino,
+                          "aside": str(aside), "pid": os.getpid(), "time": time.time()})
+    lock.bump_generation()  # before the swap: no handle may keep using the old directory
+    if _exchange(fresh, path):
+        os.rename(fresh, aside)  # now the old directory
+    else:
+        os.rename(path, aside)
+        os.rename(fresh, path)
+    _fsync_dir(path.parent)
+    _shred_tree(aside)
+    _finish(path)
+    (lock.dir / _JOURNAL).unlink()
+    _fsync_dir(lock.dir)
     return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")

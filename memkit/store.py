@@ -54,7 +54,9 @@ import json
 import os
 import secrets as _secrets
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,12 +65,17 @@ import numpy as np
 
 import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
 from memkit.chroma_client import (
+    _SYSTEMS,
+    _SYSTEMS_LOCK,
     _drop_collection,
+    _evict_system,
+    _forget_stale_system,
     _hold_client,
+    _locked,
     _refuse_foreign,
     _release_client,
     _settings,
-    _WatchedCollection,
+    _StoreCollection,
 )
 from memkit.chunks import (
     TIERS,
@@ -86,14 +93,18 @@ from memkit.compaction import (
     compact_directory,
     compact_store,
     compaction_blocker,
+    needs_recovery,
+    recover,
 )
-from memkit.errors import StoreError
+from memkit.dirlock import DirectoryLock
+from memkit.errors import StoreBusyError, StoreError
 from memkit.matching import matcher, redact_json, scalar_text, secret_regex
 
 __all__ = [
     "TIERS",
     "Chunk",
     "CompactionReport",
+    "StoreBusyError",
     "StoreError",
     "TieredMemoryStore",
     "chunk_id",
@@ -116,8 +127,6 @@ def _utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-
-
 class TieredMemoryStore:
     """Raw and summary memory chunks in one chroma collection (module doc).
 
@@ -133,6 +142,10 @@ class TieredMemoryStore:
         create: allow adding memkit's collections to an existing Chroma directory
             that memkit did not create (another memory layer's). Without it such a
             directory is refused, so it is never changed by accident.
+        lock_timeout: seconds an operation waits for a compaction by another
+            process (and a compaction for other processes' operations) before
+            :class:`~memkit.errors.StoreBusyError`; default ``$MEMKIT_LOCK_TIMEOUT``
+            or 60 (:mod:`memkit.dirlock`).
 
     With neither ``path`` nor ``client`` the store lives in memory
     (``chromadb.EphemeralClient``). Telemetry is off. Tombstones live in a second
@@ -140,10 +153,37 @@ class TieredMemoryStore:
 
     Use :meth:`open` for one store object per directory per process.
 
+    Processes sharing a directory (an agent server holding its memory open for days,
+    a "forget me" request run by a worker or an admin script): every operation of a
+    persistent store holds an inter-process lock on the directory *shared* for its
+    duration, and :meth:`compact` (so every ``full_purge`` / ``tombstone_redaction``
+    forget) holds it *exclusive* (:mod:`memkit.dirlock`; the lock lives beside the
+    directory in ``.<name>.memkit/``). Compaction swaps in a rebuilt directory and
+    bumps the directory's generation number; before its next operation every other
+    handle, in any process, sees the new generation and reopens its chroma client on
+    the new directory, so its searches never return a forgotten chunk and its writes
+    go to the directory that stays. Both sides wait at most ``lock_timeout`` seconds,
+    then raise :class:`~memkit.errors.StoreBusyError` (retryable, nothing changed)
+    naming the holders (pid, program, since when): a write that arrives during a
+    forget lands after it or fails retryably, never silently. Why this design over a
+    lock held for a handle's whole life: an agent server never closes its store, so
+    a forget would never get to compact. Processes that hold the directory's files
+    open without memkit's lock (a plain chromadb client, another memory layer) are
+    found through ``/proc/<pid>/fd`` where the OS allows, and compaction refuses
+    while any does, unless forced (their clients would break as described in
+    issue 23). Compaction is crash-safe: the rebuilt directory is written beside
+    the old one, recorded in a journal, and swapped in with one atomic
+    ``renameat2(RENAME_EXCHANGE)`` (two renames where that is missing); a store opened
+    after a ``kill -9`` at any point finishes or undoes the swap
+    (:func:`memkit.compaction.recover`), so the directory opens and is either fully
+    compacted or still holds (and is reported to hold) the forgotten text.
+
     Raises:
         ValueError: both ``path`` and ``client`` given, or a bad collection name.
         StoreError: ``path`` is a Chroma directory memkit did not create (and
             ``create`` is False).
+        StoreBusyError: a half-done compaction needs recovery while another process
+            holds the directory longer than ``lock_timeout``.
     """
 
     def __init__(
@@ -154,6 +194,7 @@ class TieredMemoryStore:
         collection: str = "memkit",
         embedder: Any = None,
         create: bool = False,
+        lock_timeout: float | None = None,
     ) -> None:
         import chromadb
 
@@ -162,8 +203,19 @@ class TieredMemoryStore:
         self.path: Path | None = Path(path).expanduser().resolve() if path is not None else None
         self._embedder = embedder
         self._kind: str
+        self._lock: DirectoryLock | None = None
+        self._gen: tuple[int, int] | None = None
         if self.path is not None:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._lock = DirectoryLock(self.path, lock_timeout)
+            except OSError as exc:  # a read-only parent: no other process can compact either
+                warnings.warn(f"{self.path}: no inter-process lock ({exc}); compaction by another "
+                              "process would not be coordinated", stacklevel=2)
+            if self._lock is not None and needs_recovery(self.path):
+                with self._lock.exclusive("recovery of an interrupted compaction"):
+                    recover(self.path, self._lock)
+            self.path.mkdir(exist_ok=True)
             self._kind = "persistent"
             self.collection_name = collection
         elif client is not None:
@@ -181,7 +233,8 @@ class TieredMemoryStore:
         self._fd_ino: int | None = None
         if self.path is not None and not create:
             _refuse_foreign(self.path, collection)
-        self._open()
+        with self._op(follow=False):
+            self._open()
         if self._kind in ("memory", "client"):
             _hold_client(self._client)
 
@@ -189,8 +242,20 @@ class TieredMemoryStore:
 
     def _open(self) -> None:
         chromadb = self._chromadb
-        if self._kind == "persistent":
+        if self._kind == "persistent" and self._lock is None:
             self._client = chromadb.PersistentClient(path=str(self.path), settings=_settings())
+        elif self._kind == "persistent":
+            assert self.path is not None and self._lock is not None
+            gen = (self._lock.generation(), os.stat(self.path).st_ino)
+            with _SYSTEMS_LOCK:
+                # chroma shares one System per directory per process: one opened on a
+                # replaced directory (an older generation) must not be reused.
+                key = str(self.path)
+                if _SYSTEMS.get(key, gen) != gen:
+                    _evict_system(key)
+                _SYSTEMS[key] = gen
+                self._client = chromadb.PersistentClient(path=key, settings=_settings())
+            self._gen = gen
         elif self._kind == "memory" and self._client is None:
             self._client = chromadb.EphemeralClient(settings=_settings())
         self._collection = self._client.get_or_create_collection(
@@ -262,12 +327,14 @@ class TieredMemoryStore:
     def collection(self) -> Any:
         """The chroma collection holding the chunks. Writes through it (``add``,
         ``upsert``, ``update``, ``delete``) invalidate this store's search cache."""
-        return _WatchedCollection(self._collection, self._touch)
+        return _StoreCollection(self)
 
     @property
     def tombstone_collection(self) -> Any:
-        """The chroma collection holding audit tombstones."""
-        return self._tombs
+        """The chroma collection holding audit tombstones (a chroma object, valid until
+        the next compaction: use it inside :meth:`exclusive` across processes)."""
+        with self._op():
+            return self._tombs
 
     def own_collections(self) -> list[Any]:
         """Collections this store is responsible for.
@@ -275,9 +342,10 @@ class TieredMemoryStore:
         All collections of the directory for a persistent store (compaction rebuilds
         them all); the chunk and tombstone collections otherwise.
         """
-        if self._kind == "persistent":
-            return list(self._client.list_collections())
-        return [self._collection, self._tombs]
+        with self._op():
+            if self._kind == "persistent":
+                return list(self._client.list_collections())
+            return [self._collection, self._tombs]
 
     def close(self) -> None:
         """Release the chroma client and zero HNSW file slack (persistent stores; see
@@ -289,13 +357,25 @@ class TieredMemoryStore:
         if self._closed:
             return
         self._closed = True
-        if self._kind == "persistent":
+        if self._kind == "persistent" and self._lock is None:
             self._client.close()
             self._release_fd()
-            # At rest, no HNSW file keeps uninitialised heap memory (which can hold
-            # text this process handled, deleted secrets included).
-            if self.path is not None:
-                _zero_hnsw_slack(self.path)
+        elif self._kind == "persistent":
+            assert self.path is not None and self._lock is not None
+            try:
+                with self._lock.shared():
+                    if (self._lock.generation(), os.stat(self.path).st_ino) == self._gen:
+                        self._client.close()
+                    else:
+                        _forget_stale_system(str(self.path), self._gen)
+                    self._release_fd()
+                    # At rest, no HNSW file keeps uninitialised heap memory (which can
+                    # hold text this process handled, deleted secrets included).
+                    _zero_hnsw_slack(self.path)
+            except StoreBusyError:
+                self._release_fd()  # a compaction runs: it rewrites the files anyway
+            finally:
+                self._lock.close()
         elif self._kind == "memory":
             for col in (self._collection, self._tombs):
                 _drop_collection(self._client, col)
@@ -355,6 +435,49 @@ class TieredMemoryStore:
         self._version += 1
         self._matrix_cache.clear()
 
+    @contextmanager
+    def _op(self, follow: bool = True) -> Iterator[None]:
+        """Run one operation: the directory lock held shared, on the current
+        directory generation (class doc). A no-op for in-memory and server stores."""
+        if self._lock is None:
+            yield
+            return
+        with self._lock.shared():
+            if follow:
+                self._follow()
+            yield
+
+    def _follow(self) -> None:
+        """Reopen the chroma client if a compaction replaced the directory since this
+        handle last used it (hold the lock)."""
+        assert self._lock is not None and self.path is not None
+        if (self._lock.generation(), os.stat(self.path).st_ino) != self._gen:
+            self._release_fd()
+            self._client = None  # its System is evicted by _open, never closed (class doc)
+            self._open()
+            self._touch()
+
+    @contextmanager
+    def exclusive(self, what: str = "forget") -> Iterator[None]:
+        """Hold the store's directory exclusively: other memkit handles' operations, in
+        any process, wait (up to their ``lock_timeout``) until the block ends. Re-entrant
+        in one thread; :meth:`compact` takes it too. A no-op for in-memory and server
+        stores.
+
+        Args:
+            what: shown to waiting processes (:meth:`memkit.dirlock.DirectoryLock.holders`).
+
+        Raises:
+            StoreBusyError: other processes' operations held it past ``lock_timeout``;
+                nothing was changed.
+        """
+        if self._lock is None:
+            yield
+            return
+        with self._lock.exclusive(what):
+            self._follow()
+            yield
+
     # ------------------------------------------------------------------ coherence
 
     def _release_fd(self) -> None:
@@ -407,6 +530,7 @@ class TieredMemoryStore:
             )
         return chunks, vecs
 
+    @_locked
     def _put(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Upsert chunks with given vectors (no embedding), in client-sized batches."""
         b = self._batch()
@@ -447,6 +571,7 @@ class TieredMemoryStore:
         self._put(chunks, self._encode([c.text for c in chunks]))
         return [c.id for c in chunks]
 
+    @_locked
     def get(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks with the given ids, in the order given; unknown ids are skipped."""
         ids = list(ids)
@@ -457,6 +582,7 @@ class TieredMemoryStore:
         return [by_id[i] for i in ids if i in by_id]
 
 
+    @_locked
     def chunks(
         self,
         *,
@@ -469,6 +595,7 @@ class TieredMemoryStore:
         found, _ = self._get(where=where_filter(namespace, tiers, session_id))
         return sorted(found, key=order_key)
 
+    @_locked
     def count(self, *, namespace: str | None = None, tiers: Sequence[str] | None = None) -> int:
         """Number of chunks matching the filters."""
         where = where_filter(namespace, tiers)
@@ -476,6 +603,7 @@ class TieredMemoryStore:
             return int(self._collection.count())
         return len(self._collection.get(where=where, include=[])["ids"])
 
+    @_locked
     def embeddings_of(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors of ``ids`` as a ``(len(ids), d)`` float32 array, in order.
 
@@ -538,6 +666,7 @@ class TieredMemoryStore:
         """
         return self.search_many([query], k, tiers=tiers, namespace=namespace)[0]
 
+    @_locked
     def search_many(
         self,
         queries: Sequence[str],
@@ -594,6 +723,7 @@ class TieredMemoryStore:
 
     # ------------------------------------------------------------------ deletion primitives
 
+    @_locked
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Delete chunks (text, metadata and vector) by id.
 
@@ -656,6 +786,7 @@ class TieredMemoryStore:
             fields += [k, scalar_text(v) or ""]
         return any(m.search(f) for f in fields)
 
+    @_locked
     def copies_in_other_collections(self, secret: str) -> dict[str, int]:
         """Records of the directory's other collections (not this store's chunks or
         tombstones: another memory layer's, a user's) whose document or metadata holds
@@ -681,6 +812,7 @@ class TieredMemoryStore:
                         counts["metadata"] += 1
         return counts
 
+    @_locked
     def derived_from(
         self,
         raw_ids: Sequence[str],
@@ -716,6 +848,7 @@ class TieredMemoryStore:
             frontier = nxt if transitive else []
         return sorted(found.values(), key=order_key)
 
+    @_locked
     def redact(
         self,
         secret: str,
@@ -792,6 +925,7 @@ class TieredMemoryStore:
     def _hash_secret(self, secret: str) -> str:
         return hashlib.pbkdf2_hmac("sha256", secret.encode("utf-8"), self._salt, _PBKDF2_ITERATIONS).hex()
 
+    @_locked
     def tombstone(
         self,
         secret: str,
@@ -844,6 +978,7 @@ class TieredMemoryStore:
         )
         return record
 
+    @_locked
     def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """Tombstone records (see :meth:`tombstone`), oldest first."""
         kw: dict[str, Any] = {"include": ["documents"]}
@@ -859,6 +994,7 @@ class TieredMemoryStore:
 
     # ------------------------------------------------------------------ copy / compact
 
+    @_locked
     def copy_namespace(
         self,
         src: str,
@@ -917,20 +1053,29 @@ class TieredMemoryStore:
         target._put(chunks, vecs)
         return len(chunks)
 
-    def compaction_blocker(self) -> str | None:
+    @_locked
+    def compaction_blocker(self, *, force: bool = False) -> str | None:
         """Why :meth:`compact` cannot run now, or ``None`` if it can. Changes nothing
-        (:func:`memkit.compaction.compaction_blocker`).
+        (:func:`memkit.compaction.compaction_blocker`): a store behind a server, other
+        chroma clients of this process on the directory, or (unless ``force``) other
+        processes holding its files open without memkit's lock.
 
         Forget modes that compact check this before their first change, so a forget
         either completes or refuses with the store untouched.
         """
-        return compaction_blocker(self)
+        return compaction_blocker(self, force=force)
 
-    def compact(self) -> CompactionReport:
+    def compact(self, *, force: bool = False) -> CompactionReport:
         """Rewrite the store so deleted and overwritten text is gone from the disk:
-        :func:`memkit.compaction.compact_store` (:func:`compact_directory` on the
-        store's directory, with this store's client closed around it). An in-memory
-        store has nothing on disk (method ``"none"``).
+        :func:`memkit.compaction.compact_store` (the directory lock held exclusive,
+        this store's client closed around :func:`compact_directory`'s rebuild and
+        atomic swap; class doc). An in-memory store has nothing on disk (method
+        ``"none"``).
+
+        Args:
+            force: compact although processes that are not memkit handles hold the
+                directory's files open (their chroma clients then fail, and writes
+                they make to the old files are lost).
 
         Returns:
             :class:`CompactionReport`.
@@ -938,5 +1083,7 @@ class TieredMemoryStore:
         Raises:
             StoreError: :meth:`compaction_blocker` names a reason, or the rebuilt store
                 does not hold the same records (the directory is then unchanged).
+            StoreBusyError: other processes' operations held the directory past the
+                lock timeout (nothing changed; retry).
         """
-        return compact_store(self)
+        return compact_store(self, force=force)
