@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memkit.errors import StoreError
+from memkit.matching import matcher, scalar_text
 
 
 def _settings() -> Any:
@@ -173,3 +174,23 @@ class _StoreCollection:
 
     def __repr__(self) -> str:
         return repr(self._store._collection)
+
+
+def _copies_in_collections(collections: list[Any], secret: str) -> dict[str, int]:
+    """Records of ``collections`` whose document (``text_other``) or id / metadata
+    (``metadata``) holds ``secret`` in any spelling: ``{"text_other": n, "metadata": n}``."""
+    m = matcher(secret)
+    counts = {"text_other": 0, "metadata": 0}
+    for col in collections:
+        n = col.count()
+        for off in range(0, n, 1000):
+            res = col.get(limit=1000, offset=off, include=["documents", "metadatas"])
+            for rid, doc, meta in zip(res["ids"], res["documents"] or [None] * len(res["ids"]),
+                                      res["metadatas"] or [None] * len(res["ids"]), strict=True):
+                if doc and m.search(doc):
+                    counts["text_other"] += 1
+                elif m.search(rid) or any(
+                    m.search(str(k)) or m.search(scalar_text(v) or "") for k, v in (meta or {}).items()
+                ):
+                    counts["metadata"] += 1
+    return counts

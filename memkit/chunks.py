@@ -2,8 +2,28 @@
 
 A memory is a set of *chunks* in two tiers, ``raw`` (a user turn as written) and
 ``summary`` (text derived from raw turns, carrying the ids of the raw chunks it came
-from). Chroma stores a chunk as id, document (the text), embedding and metadata
-(:func:`to_metadata`; the table is in :mod:`memkit.store`'s module doc).
+from).
+
+Storage layout (one chroma collection per store, cosine space, no chroma embedding
+function: vectors always come from :func:`memkit.models.embeddings`):
+
+=============== ============================================================
+chroma field    content
+=============== ============================================================
+id              :func:`chunk_id` (or any caller-chosen id)
+document        chunk text
+embedding       384-d unit vector of the text (all-MiniLM-L6-v2)
+metadata        ``tier`` (str), ``namespace`` (str), ``session_id`` (str),
+                ``turn_index`` (int), ``date`` (str), ``source_ids``
+                (list[str], summaries only; omitted when empty because chroma
+                rejects empty lists), plus :attr:`Chunk.extra` keys
+=============== ============================================================
+
+Provenance encoding: chroma >= 1.5 stores list-valued metadata natively (table
+``embedding_metadata_array``) and filters it with ``{"source_ids": {"$contains": id}}``,
+so :meth:`memkit.store.TieredMemoryStore.derived_from` is a chroma ``where`` query (``$or`` over
+batches of ids), not a scan. A chroma server older than 1.5 behind
+:meth:`memkit.store.TieredMemoryStore.http` cannot hold these chunks.
 """
 
 from __future__ import annotations
@@ -16,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TIERS", "Chunk", "chunk_id", "from_record", "order_key", "to_metadata", "validate_chunk",
-           "where_filter"]
+from memkit.matching import matcher, redact_json, scalar_text
+
+__all__ = ["TIERS", "Chunk", "chunk_id", "from_record", "holds", "order_key", "redact_chunk", "to_metadata",
+           "top_k", "validate_chunk", "where_filter"]
 
 TIERS: tuple[str, ...] = ("raw", "summary")
 """Chunk tiers (module doc): ``raw`` user turns and derived ``summary`` chunks."""
@@ -164,3 +186,92 @@ def where_filter(
 def order_key(c: Chunk) -> tuple[Any, ...]:
     tier = TIERS.index(c.tier) if c.tier in TIERS else len(TIERS)
     return (c.namespace, tier, c.date, c.session_id, c.turn_index, c.id)
+
+
+def redact_chunk(c: Chunk, secret: str, replacement: str, m: Any = None) -> bool:
+    """Replace every copy of ``secret`` in chunk ``c`` (text, session id, date,
+    ``source_ids``, metadata keys and values; a JSON document in a string value is
+    redacted value by value) with ``replacement``, in place.
+
+    Args:
+        c: the chunk (changed in place).
+        secret: the string to remove (every spelling, :mod:`memkit.matching`).
+        replacement: what replaces it.
+        m: ``matcher(secret)``, if the caller has it.
+
+    Returns:
+        Whether ``c`` changed.
+
+    Raises:
+        ValueError: the chunk's id or namespace holds the secret (neither can be
+            rewritten); ``c`` is then unchanged.
+    """
+    m = matcher(secret) if m is None else m
+
+    def scrub(value: str) -> str:
+        if value[:1] in "[{" and m.search(value):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                return m.redact(value, replacement)
+            return json.dumps(redact_json(decoded, secret, replacement), ensure_ascii=False)
+        return m.redact(value, replacement)
+
+    def scrub_value(v: Any) -> Any:
+        if isinstance(v, str):
+            return scrub(v)
+        text = scalar_text(v)
+        return replacement if text is not None and m.search(text) else v
+
+    if m.search(c.id):
+        raise ValueError(f"redact: the id of chunk {c.id!r} holds the secret and ids cannot be "
+                         "rewritten; delete the chunk (full_purge) instead")
+    new_text = m.redact(c.text, replacement)
+    new_extra = {m.redact(k, replacement): scrub_value(v) for k, v in c.extra.items()}
+    new_sources = [m.redact(x, replacement) for x in c.source_ids]
+    new_fields = {f: m.redact(getattr(c, f), replacement) for f in ("session_id", "date", "namespace")}
+    if new_text == c.text and new_extra == c.extra and new_sources == c.source_ids and all(
+        new_fields[f] == getattr(c, f) for f in new_fields
+    ):
+        return False
+    if new_fields["namespace"] != c.namespace:
+        raise ValueError(f"redact: namespace of chunk {c.id!r} contains the secret")
+    c.text, c.extra, c.source_ids = new_text, new_extra, new_sources
+    c.session_id, c.date = new_fields["session_id"], new_fields["date"]
+    return True
+
+
+def holds(c: Chunk, m: Any) -> bool:
+    """Whether chunk ``c`` holds a copy of matcher ``m``'s secret anywhere: text, id,
+    namespace, session, date, ``source_ids``, metadata keys and values (numbers as
+    written)."""
+    fields = [c.text, c.id, c.namespace, c.session_id, c.date, *c.source_ids]
+    for k, v in c.extra.items():
+        fields += [k, scalar_text(v) or ""]
+    return any(m.search(f) for f in fields)
+
+
+def top_k(queries: np.ndarray, chunks: Sequence[Chunk], mat: np.ndarray, k: int) -> list[list[Chunk]]:
+    """Exact cosine top-``k`` of each query: copies of ``chunks`` with ``score`` set.
+
+    Args:
+        queries: ``(n_queries, d)`` unit rows.
+        chunks: the candidates, sorted by id (rows of ``mat``).
+        mat: ``(len(chunks), d)`` unit rows.
+        k: results per query.
+
+    Returns:
+        Per query, chunks by descending score (rounded to 1e-5, so float noise between
+        two encodings of the same text cannot reorder ties), ties by ascending id.
+    """
+    out: list[list[Chunk]] = []
+    for row in queries @ mat.T:
+        row = np.round(row.astype(np.float64), 5)
+        order = np.argsort(-row, kind="stable")[:k]
+        out.append([
+            Chunk(id=c.id, text=c.text, tier=c.tier, namespace=c.namespace, session_id=c.session_id,
+                  turn_index=c.turn_index, date=c.date, source_ids=list(c.source_ids),
+                  score=float(row[n]), extra=dict(c.extra))
+            for n in order for c in (chunks[int(n)],)
+        ])
+    return out

@@ -479,16 +479,22 @@ def recover(path: Path, lock: DirectoryLock) -> str:
     return done
 
 
-def _compact_locked(path: Path, lock: DirectoryLock | None) -> CompactionReport:
-    """Rebuild, swap and shred (:func:`compact_directory`); hold ``lock`` exclusive."""
+def _compact_locked(path: Path, lock: DirectoryLock | None, *, coordinated: bool = True) -> CompactionReport:
+    """Rebuild, swap and shred (:func:`compact_directory`); hold ``lock`` exclusive.
+
+    ``coordinated=False`` is the compaction before issue 23 (no recovery, journal,
+    fsync, generation or atomic exchange; ``lock`` unused), kept only so
+    ``benchmarks/bench_compaction.py`` can measure what the coordination costs.
+    """
     import chromadb
     from chromadb.api.shared_system_client import SharedSystemClient
 
     t0 = time.perf_counter()
-    if lock is None:
+    if lock is None and coordinated:
         raise StoreError(f"compact: cannot lock {path} (its parent directory is not writable), "
                          "and the rebuilt directory is written beside it")
-    recover(path, lock)
+    if lock is not None and coordinated:
+        recover(path, lock)
     if not (path / "chroma.sqlite3").is_file():
         raise StoreError(f"compact: {path} is not a Chroma persist directory (no chroma.sqlite3)")
     if str(path) in SharedSystemClient._identifier_to_system:
@@ -555,8 +561,14 @@ def _compact_locked(path: Path, lock: DirectoryLock | None) -> CompactionReport:
     if str(path) in SharedSystemClient._identifier_to_system:
         _shred_tree(fresh)
         raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
-    _fsync_tree(fresh)
     aside = path.parent / f".{path.name}.compact-{tag}-old"
+    if not coordinated or lock is None:
+        os.rename(path, aside)
+        os.rename(fresh, path)
+        _shred_tree(aside)
+        _finish(path)
+        return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")
+    _fsync_tree(fresh)
     _write_journal(lock, {"path": str(path), "fresh": str(fresh), "fresh_ino": os.stat(fresh).st_ino,
                           "aside": str(aside), "pid": os.getpid(), "time": time.time()})
     lock.bump_generation()  # before the swap: no handle may keep using the old directory

@@ -244,7 +244,7 @@ class DirectoryLock:
             self._local.depth = 0
             with self._cond:
                 self._shared -= 1
-                if self._shared == 0:
+                if self._shared == 0 and not self._closed:
                     fcntl.flock(self._lock, fcntl.LOCK_UN)
                     self._cond.notify_all()
 
@@ -295,7 +295,7 @@ class DirectoryLock:
                         (self.dir / "owner.json").unlink()
                     except OSError:
                         pass
-                    if fcntl is not None:
+                    if fcntl is not None and not self._closed:
                         fcntl.flock(self._lock, fcntl.LOCK_UN)
                         fcntl.flock(self._gate, fcntl.LOCK_UN)
                     self._owner = None

@@ -7,26 +7,7 @@ carrying the ids of the raw chunks it came from). The paper's forgetting ladder
 through provenance, redact in place with re-embedding, an audit tombstone that never
 holds the secret, and compaction so that deleted text is gone from the bytes on disk.
 
-Storage layout (one chroma collection per store, cosine space, no chroma embedding
-function: vectors always come from :func:`memkit.models.embeddings`):
-
-=============== ============================================================
-chroma field    content
-=============== ============================================================
-id              :func:`chunk_id` (or any caller-chosen id)
-document        chunk text
-embedding       384-d unit vector of the text (all-MiniLM-L6-v2)
-metadata        ``tier`` (str), ``namespace`` (str), ``session_id`` (str),
-                ``turn_index`` (int), ``date`` (str), ``source_ids``
-                (list[str], summaries only; omitted when empty because chroma
-                rejects empty lists), plus :attr:`Chunk.extra` keys
-=============== ============================================================
-
-Provenance encoding: chroma >= 1.5 stores list-valued metadata natively (table
-``embedding_metadata_array``) and filters it with ``{"source_ids": {"$contains": id}}``,
-so :meth:`TieredMemoryStore.derived_from` is a chroma ``where`` query (``$or`` over
-batches of ids), not a scan. A chroma server older than 1.5 behind
-:meth:`TieredMemoryStore.http` cannot hold these chunks.
+Storage layout and provenance encoding: :mod:`memkit.chunks`.
 
 Search is exact: the namespace's vectors are read into a numpy matrix and scored by
 dot product (vectors are unit norm, so this is cosine similarity); ties are broken by
@@ -57,7 +38,6 @@ import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +47,7 @@ import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb
 from memkit.chroma_client import (
     _SYSTEMS,
     _SYSTEMS_LOCK,
+    _copies_in_collections,
     _drop_collection,
     _evict_system,
     _forget_stale_system,
@@ -82,8 +63,11 @@ from memkit.chunks import (
     Chunk,
     chunk_id,
     from_record,
+    holds,
     order_key,
+    redact_chunk,
     to_metadata,
+    top_k,
     validate_chunk,
     where_filter,
 )
@@ -98,7 +82,8 @@ from memkit.compaction import (
 )
 from memkit.dirlock import DirectoryLock
 from memkit.errors import StoreBusyError, StoreError
-from memkit.matching import matcher, redact_json, scalar_text, secret_regex
+from memkit.matching import matcher, secret_regex
+from memkit.tombstones import hash_secret, tombstone_record
 
 __all__ = [
     "TIERS",
@@ -115,16 +100,11 @@ __all__ = [
 
 _SALT_KEY = "memkit_salt"
 _TOMBSTONE_SUFFIX = "-tombstones"
-_PBKDF2_ITERATIONS = 200_000
 _DERIVED_BATCH = 100
 
 
 _OPEN: dict[tuple[str, str], TieredMemoryStore] = {}
 """Open stores by (resolved path, collection): :meth:`TieredMemoryStore.open`."""
-
-
-def _utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 class TieredMemoryStore:
@@ -154,29 +134,27 @@ class TieredMemoryStore:
     Use :meth:`open` for one store object per directory per process.
 
     Processes sharing a directory (an agent server holding its memory open for days,
-    a "forget me" request run by a worker or an admin script): every operation of a
-    persistent store holds an inter-process lock on the directory *shared* for its
-    duration, and :meth:`compact` (so every ``full_purge`` / ``tombstone_redaction``
-    forget) holds it *exclusive* (:mod:`memkit.dirlock`; the lock lives beside the
-    directory in ``.<name>.memkit/``). Compaction swaps in a rebuilt directory and
-    bumps the directory's generation number; before its next operation every other
-    handle, in any process, sees the new generation and reopens its chroma client on
-    the new directory, so its searches never return a forgotten chunk and its writes
-    go to the directory that stays. Both sides wait at most ``lock_timeout`` seconds,
-    then raise :class:`~memkit.errors.StoreBusyError` (retryable, nothing changed)
-    naming the holders (pid, program, since when): a write that arrives during a
-    forget lands after it or fails retryably, never silently. Why this design over a
-    lock held for a handle's whole life: an agent server never closes its store, so
-    a forget would never get to compact. Processes that hold the directory's files
-    open without memkit's lock (a plain chromadb client, another memory layer) are
-    found through ``/proc/<pid>/fd`` where the OS allows, and compaction refuses
-    while any does, unless forced (their clients would break as described in
-    issue 23). Compaction is crash-safe: the rebuilt directory is written beside
-    the old one, recorded in a journal, and swapped in with one atomic
-    ``renameat2(RENAME_EXCHANGE)`` (two renames where that is missing); a store opened
-    after a ``kill -9`` at any point finishes or undoes the swap
-    (:func:`memkit.compaction.recover`), so the directory opens and is either fully
-    compacted or still holds (and is reported to hold) the forgotten text.
+    a "forget me" request run by a worker or an admin script; :mod:`memkit.dirlock`):
+    every operation of a persistent store holds an inter-process lock on the
+    directory *shared* for its duration, :meth:`compact` (so every ``full_purge`` /
+    ``tombstone_redaction`` forget) holds it *exclusive*. Compaction swaps in a
+    rebuilt directory and bumps the directory's generation; before its next
+    operation every other handle, in any process, sees the new generation and
+    reopens its chroma client, so its searches never return a forgotten chunk and its
+    writes go to the directory that stays. Waits are bounded by ``lock_timeout``, then
+    :class:`~memkit.errors.StoreBusyError` (retryable, nothing changed) names the
+    holders (pid, program, since when): a write that arrives during a forget lands
+    after it or fails retryably, never silently. (A lock held for a handle's whole
+    life was rejected: an agent server never closes its store, so a forget could
+    never compact.) Processes holding the directory's files without memkit's lock (a
+    plain chromadb client, another memory layer) are found through ``/proc/<pid>/fd``
+    where the OS allows; compaction refuses while any does unless forced (their
+    clients would fail with SQLite's "file is not a database" and lose writes).
+    Compaction is crash-safe: the rebuilt directory is written beside the old one,
+    journaled and swapped in with one atomic ``renameat2(RENAME_EXCHANGE)``; a store
+    opened after a ``kill -9`` at any point finishes or undoes the swap
+    (:func:`memkit.compaction.recover`): the directory opens and is either compacted
+    or still holds (and is reported to hold) the forgotten text.
 
     Raises:
         ValueError: both ``path`` and ``client`` given, or a bad collection name.
@@ -213,8 +191,12 @@ class TieredMemoryStore:
                 warnings.warn(f"{self.path}: no inter-process lock ({exc}); compaction by another "
                               "process would not be coordinated", stacklevel=2)
             if self._lock is not None and needs_recovery(self.path):
-                with self._lock.exclusive("recovery of an interrupted compaction"):
-                    recover(self.path, self._lock)
+                try:
+                    with self._lock.exclusive("recovery of an interrupted compaction"):
+                        recover(self.path, self._lock)
+                except BaseException:
+                    self._lock.close()
+                    raise
             self.path.mkdir(exist_ok=True)
             self._kind = "persistent"
             self.collection_name = collection
@@ -231,10 +213,15 @@ class TieredMemoryStore:
         self._closed = False
         self._fd: int | None = None
         self._fd_ino: int | None = None
-        if self.path is not None and not create:
-            _refuse_foreign(self.path, collection)
-        with self._op(follow=False):
-            self._open()
+        try:
+            if self.path is not None and not create:
+                _refuse_foreign(self.path, collection)
+            with self._op(follow=False):
+                self._open()
+        except BaseException:
+            if self._lock is not None:
+                self._lock.close()
+            raise
         if self._kind in ("memory", "client"):
             _hold_client(self._client)
 
@@ -700,26 +687,7 @@ class TieredMemoryStore:
         chunks, mat = self._matrix(namespace, tiers)
         if not chunks or k == 0:
             return [[] for _ in queries]
-        q = self._encode(queries)
-        scores = q @ mat.T  # (n_queries, n_chunks); rows of mat are sorted by id
-        out: list[list[Chunk]] = []
-        for row in scores:
-            # Scores are rounded to 1e-5 so float noise between two encodings of the
-            # same text (batch padding, float32 storage) cannot reorder ties; ties go by id.
-            row = np.round(row.astype(np.float64), 5)
-            order = np.argsort(-row, kind="stable")[: int(k)]
-            res = []
-            for n in order:
-                c = chunks[int(n)]
-                res.append(
-                    Chunk(
-                        id=c.id, text=c.text, tier=c.tier, namespace=c.namespace,
-                        session_id=c.session_id, turn_index=c.turn_index, date=c.date,
-                        source_ids=list(c.source_ids), score=float(row[n]), extra=dict(c.extra),
-                    )
-                )
-            out.append(res)
-        return out
+        return top_k(self._encode(queries), chunks, mat, int(k))
 
     # ------------------------------------------------------------------ deletion primitives
 
@@ -773,18 +741,10 @@ class TieredMemoryStore:
         m = matcher(text) if normalized else None
         out = []
         for c in self.chunks(namespace=namespace, tiers=tiers):
-            if text in c.text or (m is not None and self._holds(c, m)):
+            if text in c.text or (m is not None and holds(c, m)):
                 out.append(c)
         return out
 
-    @staticmethod
-    def _holds(c: Chunk, m: Any) -> bool:
-        """Whether chunk ``c`` holds a copy anywhere: text, id, namespace, session,
-        date, ``source_ids``, metadata keys and values (numbers as written)."""
-        fields = [c.text, c.id, c.namespace, c.session_id, c.date, *c.source_ids]
-        for k, v in c.extra.items():
-            fields += [k, scalar_text(v) or ""]
-        return any(m.search(f) for f in fields)
 
     @_locked
     def copies_in_other_collections(self, secret: str) -> dict[str, int]:
@@ -793,24 +753,8 @@ class TieredMemoryStore:
         ``secret`` in any spelling: ``{"text_other": n, "metadata": n}``. A forget
         does not touch them, so it must not call the store clean while they hold copies.
         """
-        m = matcher(secret)
-        counts = {"text_other": 0, "metadata": 0}
         mine = {self.collection_name, self.collection_name + _TOMBSTONE_SUFFIX}
-        for col in self.own_collections():
-            if col.name in mine:
-                continue
-            n = col.count()
-            for off in range(0, n, 1000):
-                res = col.get(limit=1000, offset=off, include=["documents", "metadatas"])
-                for rid, doc, meta in zip(res["ids"], res["documents"] or [None] * len(res["ids"]),
-                                          res["metadatas"] or [None] * len(res["ids"]), strict=True):
-                    if doc and m.search(doc):
-                        counts["text_other"] += 1
-                    elif m.search(rid) or any(
-                        m.search(str(k)) or m.search(scalar_text(v) or "") for k, v in (meta or {}).items()
-                    ):
-                        counts["metadata"] += 1
-        return counts
+        return _copies_in_collections([c for c in self.own_collections() if c.name not in mine], secret)
 
     @_locked
     def derived_from(
@@ -875,41 +819,8 @@ class TieredMemoryStore:
         m = matcher(secret)
         if m.search(replacement):
             raise ValueError("redact: the replacement contains the secret")
-
-        def scrub(value: str) -> str:
-            if value[:1] in "[{" and m.search(value):
-                try:
-                    decoded = json.loads(value)
-                except ValueError:
-                    return m.redact(value, replacement)
-                return json.dumps(redact_json(decoded, secret, replacement), ensure_ascii=False)
-            return m.redact(value, replacement)
-
-        def scrub_value(v: Any) -> Any:
-            if isinstance(v, str):
-                return scrub(v)
-            text = scalar_text(v)
-            return replacement if text is not None and m.search(text) else v
-
-        changed: list[Chunk] = []
-        for c in self.chunks(namespace=namespace, tiers=tiers):
-            if m.search(c.id):
-                raise ValueError(f"redact: the id of chunk {c.id!r} holds the secret and ids cannot be "
-                                 "rewritten; delete the chunk (full_purge) instead")
-            new_text = m.redact(c.text, replacement)
-            new_extra = {m.redact(k, replacement): scrub_value(v) for k, v in c.extra.items()}
-            new_sources = [m.redact(x, replacement) for x in c.source_ids]
-            new_fields = {
-                f: m.redact(getattr(c, f), replacement) for f in ("session_id", "date", "namespace")
-            }
-            if new_text != c.text or new_extra != c.extra or new_sources != c.source_ids or any(
-                new_fields[f] != getattr(c, f) for f in new_fields
-            ):
-                if new_fields["namespace"] != c.namespace:
-                    raise ValueError(f"redact: namespace of chunk {c.id!r} contains the secret")
-                c.text, c.extra, c.source_ids = new_text, new_extra, new_sources
-                c.session_id, c.date = new_fields["session_id"], new_fields["date"]
-                changed.append(c)
+        changed = [c for c in self.chunks(namespace=namespace, tiers=tiers)
+                   if redact_chunk(c, secret, replacement, m)]
         if changed:
             # chroma merges metadata on upsert: a renamed (redacted) key would stay, so
             # those records are rewritten whole.
@@ -922,9 +833,6 @@ class TieredMemoryStore:
 
     # ------------------------------------------------------------------ tombstones
 
-    def _hash_secret(self, secret: str) -> str:
-        return hashlib.pbkdf2_hmac("sha256", secret.encode("utf-8"), self._salt, _PBKDF2_ITERATIONS).hex()
-
     @_locked
     def tombstone(
         self,
@@ -936,9 +844,9 @@ class TieredMemoryStore:
     ) -> dict[str, Any]:
         """Write an audit record of a deletion: salted hash of the secret, time, ids.
 
-        The hash is PBKDF2-HMAC-SHA256 (200,000 iterations) keyed with the store's
-        random 16-byte salt (kept in the tombstone collection's metadata); the secret
-        itself is never written. The record lives in the ``<collection>-tombstones``
+        The hash is PBKDF2-HMAC-SHA256 (200,000 iterations, :mod:`memkit.tombstones`)
+        keyed with the store's random 16-byte salt (kept in the tombstone collection's
+        metadata); the secret itself is never written. The record lives in the ``<collection>-tombstones``
         collection (document = the record as JSON, a 1-d placeholder vector).
 
         Args:
@@ -954,22 +862,7 @@ class TieredMemoryStore:
         Raises:
             ValueError: empty secret, or ``reason``/``namespace``/ids containing it.
         """
-        if not secret:
-            raise ValueError("tombstone: secret must be non-empty")
-        pat = secret_regex(secret)
-        for label, value in [("reason", reason), ("namespace", namespace), *(("chunk id", i) for i in chunk_ids)]:
-            if pat.search(value):
-                raise ValueError(f"tombstone: {label} contains the secret; it would be written to disk")
-        record = {
-            "id": uuid.uuid4().hex,
-            "namespace": namespace,
-            "reason": reason,
-            "time": _utcnow(),
-            "chunk_ids": list(chunk_ids),
-            "hash": self._hash_secret(secret),
-            "hash_alg": "pbkdf2_hmac_sha256",
-            "iterations": _PBKDF2_ITERATIONS,
-        }
+        record = tombstone_record(secret, chunk_ids, namespace=namespace, reason=reason, salt=self._salt)
         self._tombs.add(
             ids=[record["id"]],
             documents=[json.dumps(record, sort_keys=True)],
@@ -990,7 +883,7 @@ class TieredMemoryStore:
 
     def matches_tombstone(self, secret: str, record: dict[str, Any]) -> bool:
         """Whether ``secret`` is the string a tombstone ``record`` was written for."""
-        return hmac.compare_digest(self._hash_secret(secret), str(record.get("hash", "")))
+        return hmac.compare_digest(hash_secret(secret, self._salt), str(record.get("hash", "")))
 
     # ------------------------------------------------------------------ copy / compact
 

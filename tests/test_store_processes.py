@@ -273,3 +273,72 @@ def test_kill_9_at_random_points_of_compaction(tmp_path):
         zygote.stdin.close()
         zygote.wait(timeout=60)
     print("verdicts after kill -9:", verdicts)
+
+
+def _hold(tmp: Path, name: str, body: str) -> subprocess.Popen:
+    """Start a helper that prints HOLDING once it holds the directory, then sleeps."""
+    proc = subprocess.Popen([sys.executable, str(_script(tmp, name, body))], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("HOLDING"), (line, proc.stderr.read() if proc.stderr else "")
+    return proc
+
+
+@pytest.mark.timeout(300)
+def test_compaction_refuses_a_plain_chromadb_holder_unless_forced(tmp_path):
+    path = tmp_path / "chroma"
+    store = TieredMemoryStore(path, embedder=HashEmbedder())
+    store.add([raw(0, "kept"), raw(1, "doomed XQ7-VIOLET-3829")])
+    holder = _hold(tmp_path, "plain.py", f"""
+        import time, chromadb
+        from chromadb.config import Settings
+        c = chromadb.PersistentClient(path={str(path)!r}, settings=Settings(anonymized_telemetry=False))
+        c.get_collection("memkit").count()
+        print("HOLDING", flush=True)
+        time.sleep(120)
+    """)
+    try:
+        store.delete([raw(1, "doomed XQ7-VIOLET-3829").id])
+        with pytest.raises(Exception, match=rf"pid {holder.pid}\b.*chroma.sqlite3"):
+            store.compact()
+        assert store.compaction_blocker() is not None
+        assert store.compaction_blocker(force=True) is None
+        assert store.compact(force=True).records >= 1
+        assert [c.text for c in store.chunks()] == ["kept"]
+    finally:
+        holder.kill()
+        holder.wait()
+        store.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_write_during_another_process_forget_waits_or_fails_retryably(tmp_path):
+    from memkit.errors import StoreBusyError
+
+    path = tmp_path / "chroma"
+    with TieredMemoryStore(path, embedder=HashEmbedder()) as s:
+        s.add([raw(0, "kept")])
+    store = TieredMemoryStore(path, embedder=HashEmbedder(), lock_timeout=0.5)
+    holder = _hold(tmp_path, "excl.py", f"""
+        import time
+        from helper_embedder import HashEmbedder
+        from memkit.store import TieredMemoryStore
+        store = TieredMemoryStore({str(path)!r}, embedder=HashEmbedder())
+        with store.exclusive("forget full_purge"):
+            print("HOLDING", flush=True)
+            time.sleep(6)
+        store.close()
+        print("RELEASED", flush=True)
+    """)
+    try:
+        with pytest.raises(StoreBusyError, match=rf"pid {holder.pid}\b.*forget full_purge") as err:
+            store.add([raw(1, "written while the forget runs")])
+        assert err.value.retryable and any(str(holder.pid) in h for h in err.value.holders)
+        store._lock.timeout = 60  # now wait for it: the write lands after the forget
+        store.add([raw(1, "written while the forget runs")])
+        assert holder.wait(timeout=60) == 0
+    finally:
+        holder.kill()
+        store.close()
+    assert _chroma_documents(path, tmp_path) == ["kept", "written while the forget runs"]
