@@ -36,6 +36,19 @@ overwrites the old files with zeros before unlinking them, re-opens, triggers ch
 first-read rewrite of the HNSW files and zeroes their unused capacity. After it, the
 scanner finds no copy on any surface (tests/test_residue.py); a later HNSW persist by a
 process that still holds the secret in memory can bring heap bytes back.
+
+Other processes and crashes (tests/test_store_processes.py): compaction holds the
+directory's inter-process lock exclusive (:mod:`memkit.dirlock`) and refuses, unless
+forced, while processes that are not memkit stores hold its files open. Before the
+swap it fsyncs the rebuilt directory, writes a journal
+(``.<name>.memkit/compaction.json``: the rebuilt directory's inode) and bumps the
+directory's generation, so every memkit store reopens its client before its next
+operation; the swap is one ``renameat2(RENAME_EXCHANGE)`` (Linux; two renames
+elsewhere). :func:`recover`, run by :func:`compact_directory` and by every store that
+opens a directory with a journal or a build directory beside it, rolls a killed
+compaction forward (the swap happened: shred the old directory, rewrite and zero the
+HNSW slack) or back (shred the build; the directory still holds the deleted text, and
+the residue scanner reports it).
 """
 
 from __future__ import annotations

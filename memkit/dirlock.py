@@ -349,5 +349,7 @@ def foreign_holders(path: Path) -> list[str]:
             if (target == root or target.startswith(root + "/")) and not target.endswith(" (deleted)"):
                 files.add(target[len(root) + 1:] or ".")
         if files and not memkit_handle:
-            out.append(f"{_process(int(entry.name))} has {', '.join(sorted(files)[:3])} open")
+            shown = sorted(files, key=lambda f: (f != "chroma.sqlite3", f))
+            more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+            out.append(f"{_process(int(entry.name))} has {', '.join(shown[:3])}{more} open")
     return out

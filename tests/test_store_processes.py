@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from memkit.residue import scan
-from memkit.store import Chunk, TieredMemoryStore, chunk_id
+from memkit.store import Chunk, StoreError, TieredMemoryStore, chunk_id
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def test_writes_survive_twenty_purges_in_another_process(tmp_path):
         import time
         from helper_embedder import HashEmbedder
         from memkit.errors import StoreBusyError
-        from memkit.store import Chunk, TieredMemoryStore, chunk_id
+        from memkit.store import Chunk, StoreError, TieredMemoryStore, chunk_id
         store = TieredMemoryStore({str(path)!r}, embedder=HashEmbedder(), lock_timeout=5)
         print("READY", flush=True)
         retries = 0
@@ -300,7 +300,7 @@ def test_compaction_refuses_a_plain_chromadb_holder_unless_forced(tmp_path):
     """)
     try:
         store.delete([raw(1, "doomed XQ7-VIOLET-3829").id])
-        with pytest.raises(Exception, match=rf"pid {holder.pid}\b.*chroma.sqlite3"):
+        with pytest.raises(StoreError, match=rf"not memkit stores .*pid {holder.pid}\b.* open"):
             store.compact()
         assert store.compaction_blocker() is not None
         assert store.compaction_blocker(force=True) is None
