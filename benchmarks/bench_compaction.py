@@ -12,14 +12,22 @@ turns (100 users; real all-MiniLM-L6-v2 embeddings, batched), plants a secret in
 3. ``compact()`` (rebuild into a fresh directory, swap, shred), timed, with the
    directory size before and after;
 4. a full scan (every surface, the stale-embedding check included, with a fresh
-   embedder so every text is really re-embedded) of the compacted store.
+   embedder so every text is really re-embedded) of the compacted store;
+5. the cost of coordinating with other processes (issue 23, :mod:`memkit.dirlock`),
+   in the same run: ``--repeats`` compactions of copies of the deleted-from directory
+   with the coordination (:func:`memkit.store.compact_directory`: exclusive lock,
+   ``/proc`` scan for holders that are not memkit, fsync, journal, generation,
+   atomic exchange) and as many without it (the compaction before issue 23),
+   interleaved, medians compared (target: <= 10% more); and the per-operation cost
+   of the shared lock and generation check on ``count``, ``get`` and ``search`` of
+   the compacted store, against the same calls with the lock switched off.
 
 ``--fake-vectors`` replaces MiniLM with seeded random unit vectors (a stand-in,
 named as such, that saves ~40 s of embedding per 10,000 texts; compaction never
 re-embeds, so its cost does not depend on the embedder); the final scan then skips
 the stale-embedding check, which would flag every random vector.
 
-Run: ``python benchmarks/bench_compaction.py [--n 10000] [--fraction 0.01] [--json]``.
+Run: ``python benchmarks/bench_compaction.py [--n 10000] [--fraction 0.01] [--repeats 3] [--json]``.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import argparse
 import json
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,8 +46,9 @@ from typing import Any
 
 import numpy as np
 
+from memkit.compaction import _compact_locked
 from memkit.residue import scan
-from memkit.store import Chunk, TieredMemoryStore, chunk_id
+from memkit.store import Chunk, TieredMemoryStore, chunk_id, compact_directory
 
 SECRET = "XQ7-VIOLET-3829"
 SUBJECTS = ["I", "My sister", "Our team", "The landlord", "My doctor", "A colleague", "My son", "We"]
@@ -101,7 +111,61 @@ def _residue(counts: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def run(n: int, fraction: float, fake_vectors: bool, seed: int, workdir: Path) -> dict[str, Any]:
+def coordination_cost(dirty: Path, workdir: Path, repeats: int) -> dict[str, Any]:
+    """Median seconds of ``repeats`` compactions of copies of ``dirty`` with and without
+    the inter-process coordination, interleaved (so load drifts hit both alike)."""
+    times: dict[str, list[float]] = {"coordinated": [], "uncoordinated": []}
+    for r in range(repeats):
+        for how in (("coordinated", "uncoordinated") if r % 2 == 0 else ("uncoordinated", "coordinated")):
+            dst = workdir / f"{how}-{r}" / "chroma"
+            shutil.copytree(dirty, dst)
+            t0 = time.perf_counter()
+            if how == "coordinated":
+                compact_directory(dst)
+            else:
+                _compact_locked(dst, None, coordinated=False)
+            times[how].append(time.perf_counter() - t0)
+            shutil.rmtree(dst.parent)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"repeats": repeats, "seconds": times, "median_coordinated": med["coordinated"],
+            "median_uncoordinated": med["uncoordinated"],
+            "overhead": med["coordinated"] / med["uncoordinated"] - 1.0}
+
+
+def op_cost(store: TieredMemoryStore, rounds: int = 300, pairs: int = 5) -> dict[str, Any]:
+    """Per-call seconds of count / get / search with the directory lock and the
+    generation check, and with the lock switched off (``store._lock = None``), best of
+    ``pairs`` alternations; and the lock's own cost per operation (an empty
+    ``store._op()``: flock on the gate and the lock, a pread of the generation, a stat
+    of the directory)."""
+    ids = [c.id for c in store.chunks()[:10]]
+
+    def empty() -> None:
+        with store._op():
+            pass
+
+    calls = {"lock_only": empty, "count": lambda: store.count(), "get": lambda: store.get(ids),
+             "search": lambda: store.search("the trip to Lisbon", 10)}
+    lock = store._lock
+    out: dict[str, Any] = {}
+    for name, call in calls.items():
+        call()  # warm the search cache and the embedder
+        best: dict[str, float] = {}
+        for how in ("locked", "unlocked") * pairs:
+            store._lock = lock if how == "locked" else None
+            t0 = time.perf_counter()
+            for _ in range(rounds):
+                call()
+            per = (time.perf_counter() - t0) / rounds
+            best[how] = min(best.get(how, per), per)
+        store._lock = lock
+        out[name] = {"locked_us": best["locked"] * 1e6, "unlocked_us": best["unlocked"] * 1e6,
+                     "overhead": best["locked"] / best["unlocked"] - 1.0 if name != "lock_only" else None}
+    return out
+
+
+def run(n: int, fraction: float, fake_vectors: bool, seed: int, workdir: Path,
+        repeats: int = 3) -> dict[str, Any]:
     out: dict[str, Any] = {"n": n, "fraction": fraction, "embedder": "random-unit-vectors (fake)"
                            if fake_vectors else "all-MiniLM-L6-v2"}
     chunks, planted = synthetic_chunks(n, fraction, seed)
@@ -133,6 +197,13 @@ def run(n: int, fraction: float, fake_vectors: bool, seed: int, workdir: Path) -
         out[how] = {"seconds": secs, "bytes_after": _dir_bytes(dst), "residue": _residue(r.counts())}
         shutil.rmtree(dst)
 
+    store.close()  # a closed copy of the deleted-from directory for the coordination runs
+    dirty = workdir / "dirty" / "chroma"
+    shutil.copytree(path, dirty)
+    out["coordination"] = coordination_cost(dirty, workdir, repeats)
+    shutil.rmtree(dirty.parent)
+    store = TieredMemoryStore(path, embedder=embedder)
+
     report = store.compact()
     out["compact"] = {"seconds": report.seconds, "bytes_before": report.bytes_before,
                       "bytes_after": report.bytes_after, "records": report.records}
@@ -148,6 +219,7 @@ def run(n: int, fraction: float, fake_vectors: bool, seed: int, workdir: Path) -
     out["scan_after_compact"] = {"seconds": time.perf_counter() - t0, "clean": final.clean,
                                  "residue": _residue(final.counts()), "notes": final.notes}
     out["remaining_chunks"] = store.count()
+    out["op_cost"] = op_cost(store)
     store.close()
     return out
 
@@ -158,10 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fraction", type=float, default=0.01, help="share of chunks holding the secret")
     ap.add_argument("--fake-vectors", action="store_true", help="random unit vectors instead of MiniLM")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3, help="compactions with and without coordination")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp:
-        res = run(args.n, args.fraction, args.fake_vectors, args.seed, Path(tmp))
+        res = run(args.n, args.fraction, args.fake_vectors, args.seed, Path(tmp), args.repeats)
     if args.json:
         print(json.dumps(res, indent=2))
         return 0 if res["scan_after_compact"]["clean"] else 1
@@ -176,6 +249,16 @@ def main(argv: list[str] | None = None) -> int:
     c = res["compact"]
     print(f"compact: {c['seconds']:.2f} s, {c['bytes_before'] * mib:.1f} MiB -> "
           f"{c['bytes_after'] * mib:.1f} MiB ({c['records']} records rebuilt)")
+    co = res["coordination"]
+    print(f"compaction with inter-process coordination: median {co['median_coordinated']:.2f} s, "
+          f"without: {co['median_uncoordinated']:.2f} s ({co['repeats']} each, interleaved): "
+          f"{co['overhead'] * 100:+.1f}% (target <= +10%)")
+    for name, o in res["op_cost"].items():
+        if o["overhead"] is None:
+            print(f"shared lock + generation check per operation: {o['locked_us'] - o['unlocked_us']:.1f} us")
+            continue
+        print(f"{name}: {o['locked_us']:.0f} us with the shared lock, {o['unlocked_us']:.0f} us without "
+              f"({o['overhead'] * 100:+.1f}%)")
     s = res["scan_after_compact"]
     stale = "skipped: fake vectors" if res["embedder"].startswith("random") else "included"
     print(f"scan after compact (all surfaces, stale check {stale}): {s['seconds']:.1f} s, "

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
@@ -368,18 +369,25 @@ def forget(
 
     Raises:
         ValueError: unknown mode or empty secret.
-        StoreError: the mode needs compaction the store cannot do and
+        StoreError: the mode needs compaction the store cannot do (a chroma server;
+            processes that hold its directory open without memkit's lock) and
             ``unverified_ok`` is False; raised before anything is changed.
+        StoreBusyError: other processes' operations held the store's directory past
+            its lock timeout; raised before anything is changed, retryable.
     """
     _check(secret, mode)
     ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
-    plan, unverified = _plan(ctx, mode, unverified_ok)
-    state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
-    result = ForgetResult(mode=mode, namespace=namespace, unverified=unverified)
-    for step in plan:
-        state.update(_STEPS[step](ctx, state, result))  # type: ignore[typeddict-item]
-        result.steps.append(step)
-    _verify(ctx, state, result)
+    # A forget that compacts holds the store's directory exclusively from its plan to
+    # its verification, so other processes' writes land after it (or fail retryably
+    # with StoreBusyError, raised here before anything is changed).
+    with store.exclusive(f"forget {mode}") if "compact" in LADDER[mode] else nullcontext():
+        plan, unverified = _plan(ctx, mode, unverified_ok)
+        state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
+        result = ForgetResult(mode=mode, namespace=namespace, unverified=unverified)
+        for step in plan:
+            state.update(_STEPS[step](ctx, state, result))  # type: ignore[typeddict-item]
+            result.steps.append(step)
+        _verify(ctx, state, result)
     return result
 
 

@@ -1,32 +1,13 @@
 """Tiered memory store over Chroma, with provenance and deletion primitives.
 
-DESIGN.md (Vocabulary, The pipeline, Forget): a memory is a set of *chunks* in two
+A memory is a set of *chunks* (:mod:`memkit.chunks`) in two
 tiers, ``raw`` (a user turn as written) and ``summary`` (text derived from raw turns,
 carrying the ids of the raw chunks it came from). The paper's forgetting ladder
 (arXiv 2606.10062, deletion modes) needs: delete by id, find by content, cascade
 through provenance, redact in place with re-embedding, an audit tombstone that never
 holds the secret, and compaction so that deleted text is gone from the bytes on disk.
 
-Storage layout (one chroma collection per store, cosine space, no chroma embedding
-function: vectors always come from :func:`memkit.models.embeddings`):
-
-=============== ============================================================
-chroma field    content
-=============== ============================================================
-id              :func:`chunk_id` (or any caller-chosen id)
-document        chunk text
-embedding       384-d unit vector of the text (all-MiniLM-L6-v2)
-metadata        ``tier`` (str), ``namespace`` (str), ``session_id`` (str),
-                ``turn_index`` (int), ``date`` (str), ``source_ids``
-                (list[str], summaries only; omitted when empty because chroma
-                rejects empty lists), plus :attr:`Chunk.extra` keys
-=============== ============================================================
-
-Provenance encoding: chroma >= 1.5 stores list-valued metadata natively (table
-``embedding_metadata_array``) and filters it with ``{"source_ids": {"$contains": id}}``,
-so :meth:`TieredMemoryStore.derived_from` is a chroma ``where`` query (``$or`` over
-batches of ids), not a scan. A chroma server older than 1.5 behind
-:meth:`TieredMemoryStore.http` cannot hold these chunks.
+Storage layout and provenance encoding: :mod:`memkit.chunks`.
 
 Search is exact: the namespace's vectors are read into a numpy matrix and scored by
 dot product (vectors are unit norm, so this is cosine similarity); ties are broken by
@@ -43,41 +24,7 @@ returned chunks are re-read and the search redone if any is gone or changed. Res
 results for any larger ``k``, which approximate HNSW search does not guarantee. Memory
 cost is ``n * 384 * 4`` bytes for ``n`` chunks in the searched namespace(s).
 
-Forensic residue and :meth:`TieredMemoryStore.compact` (measured on chromadb 1.5.9
-with :func:`memkit.residue.scan`):
-
-* ``collection.delete`` leaves the deleted text in ``chroma.sqlite3``: in freed b-tree
-  cells of ``embedding_metadata``, its string index and the FTS5 content table (chroma's
-  SQLite does not use ``secure_delete``), and as a *live* row of the write-ahead log
-  table ``embeddings_queue`` (the original ``ADD``/``UPDATE`` record with the document
-  and metadata as JSON). chroma purges that log only up to the last persisted HNSW
-  state, i.e. every ``sync_threshold`` (1000) writes, so records written since then
-  stay. Purging them by hand is unsafe: on reopen, chroma rebuilds the unpersisted HNSW
-  part from the log (tested: an emptied log leaves queries returning nothing).
-* SQLite ``VACUUM`` (or ``chroma vacuum``, which purges the log up to the persisted
-  state and vacuums) removes the freed cells but not log rows newer than the last
-  persist: enough for a 10,000-chunk store whose deleted chunks were written long
-  before, not for a small store or recent writes.
-* The HNSW ``data_level0.bin`` is written from a ``malloc``-ed buffer at full capacity
-  (an index persisted while empty is 100 slots of uninitialized memory), and chroma
-  rewrites it on the first read after a client opens. Its unused slots can hold
-  whatever the process heap held, including text the process handled after deleting
-  it (observed: the secret in ``data_level0.bin`` of a freshly rebuilt store).
-* ``delete_collection`` leaves the collection's list-valued metadata (table
-  ``embedding_metadata_array``) as live rows keyed by internal record ids, and the next
-  records written to any collection of the database reuse those ids: they come back
-  with metadata they never had, and ``where`` filters match them
-  (chroma-core/chroma#7594). A secret in such a list is found on ``disk_sqlite``
-  (tests/test_residue.py); memkit never deletes a collection with records in it
-  (:meth:`TieredMemoryStore.close` deletes the records first), so closing one
-  in-memory store cannot give the next one's chunks its ``source_ids``.
-
-:meth:`~TieredMemoryStore.compact` therefore rebuilds every collection into a fresh
-sibling directory from the live records (stored vectors, no re-embedding), swaps it in,
-overwrites the old files with zeros before unlinking them, re-opens, triggers chroma's
-first-read rewrite of the HNSW files and zeroes their unused capacity. After it, the
-scanner finds no copy on any surface (tests/test_residue.py); a later HNSW persist by a
-process that still holds the secret in memory can bring heap bytes back.
+Forensic residue, and how :meth:`~TieredMemoryStore.compact` removes it: :mod:`memkit.compaction`.
 """
 
 from __future__ import annotations
@@ -87,27 +34,62 @@ import hmac
 import json
 import os
 import secrets as _secrets
-import shutil
-import sqlite3
-import struct
-import threading
-import time
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import memkit  # noqa: F401  (sets telemetry/offline environment before chromadb loads)
-from memkit.matching import matcher, redact_json, scalar_text, secret_regex
+from memkit.chroma_client import (
+    _SYSTEMS,
+    _SYSTEMS_LOCK,
+    _copies_in_collections,
+    _drop_collection,
+    _evict_system,
+    _forget_stale_system,
+    _hold_client,
+    _locked,
+    _refuse_foreign,
+    _release_client,
+    _settings,
+    _StoreCollection,
+)
+from memkit.chunks import (
+    TIERS,
+    Chunk,
+    chunk_id,
+    from_record,
+    holds,
+    order_key,
+    redact_chunk,
+    to_metadata,
+    top_k,
+    validate_chunk,
+    where_filter,
+)
+from memkit.compaction import (
+    CompactionReport,
+    _zero_hnsw_slack,
+    compact_directory,
+    compact_store,
+    compaction_blocker,
+    needs_recovery,
+    recover,
+)
+from memkit.dirlock import DirectoryLock
+from memkit.errors import StoreBusyError, StoreError
+from memkit.matching import matcher, secret_regex
+from memkit.tombstones import hash_secret, tombstone_record
 
 __all__ = [
     "TIERS",
     "Chunk",
     "CompactionReport",
+    "StoreBusyError",
     "StoreError",
     "TieredMemoryStore",
     "chunk_id",
@@ -115,348 +97,18 @@ __all__ = [
     "secret_regex",
 ]
 
-TIERS: tuple[str, ...] = ("raw", "summary")
-"""Chunk tiers (DESIGN.md, Vocabulary): ``raw`` user turns and derived ``summary`` chunks."""
 
-_RESERVED_KEYS = ("tier", "namespace", "session_id", "turn_index", "date", "source_ids")
 _SALT_KEY = "memkit_salt"
 _TOMBSTONE_SUFFIX = "-tombstones"
-_PBKDF2_ITERATIONS = 200_000
 _DERIVED_BATCH = 100
-
-
-class StoreError(RuntimeError):
-    """A store operation that cannot run in the store's current configuration."""
-
-
-@dataclass
-class Chunk:
-    """One memory chunk (STORE_API.md).
-
-    Attributes:
-        id: unique id in the store (see :func:`chunk_id`).
-        text: the chunk text.
-        tier: ``"raw"`` or ``"summary"`` (:data:`TIERS`).
-        namespace: user or instance id; searches and deletions can be scoped to it.
-        session_id: LongMemEval session id the chunk belongs to.
-        turn_index: index of the turn in its session; ``-1`` for summaries.
-        date: session date as given by the data (free text, e.g. ``2023/05/20 (Sat) 02:21``).
-        source_ids: for summaries, the raw chunk ids the text was derived from.
-        score: cosine similarity to the query, set on search results only.
-        extra: additional scalar metadata (keys must not collide with the fields above).
-    """
-
-    id: str
-    text: str
-    tier: str
-    namespace: str
-    session_id: str
-    turn_index: int
-    date: str = ""
-    source_ids: list[str] = field(default_factory=list)
-    score: float | None = None
-    extra: dict[str, str | int | float | bool] = field(default_factory=dict)
-
-
-@dataclass
-class CompactionReport:
-    """Result of :meth:`TieredMemoryStore.compact`.
-
-    Attributes:
-        seconds: wall-clock duration of the compaction.
-        bytes_before: total size in bytes of the files under the store directory before.
-        bytes_after: the same after compaction.
-        records: number of records (all collections) carried into the rebuilt store.
-        method: ``"rebuild"`` (fresh directory swapped in) or ``"none"`` (in-memory store).
-    """
-
-    seconds: float
-    bytes_before: int
-    bytes_after: int
-    records: int = 0
-    method: str = "rebuild"
-
-
-def chunk_id(namespace: str, session_id: str, tier: str, index: int, text: str) -> str:
-    """Deterministic id of a chunk, stable across runs and machines.
-
-    Args:
-        namespace: user or instance id.
-        session_id: session id.
-        tier: ``"raw"`` or ``"summary"``.
-        index: turn index for raw chunks; position of the summary chunk in its session.
-        text: chunk text.
-
-    Returns:
-        ``"<tier>-<32 hex>"``: the first 128 bits of SHA-256 over the JSON list of the
-        five arguments.
-
-    Raises:
-        ValueError: unknown tier.
-
-    Note: the id is a one-way function of the text, so it is not the secret, but a party
-    who holds the store and knows a secret's grammar and the surrounding text can test
-    guesses against it (the same holds for the tombstone hash, which is why that one is
-    salted and stretched with PBKDF2).
-    """
-    if tier not in TIERS:
-        raise ValueError(f"chunk_id: tier must be one of {TIERS}, got {tier!r}")
-    payload = json.dumps([namespace, session_id, tier, int(index), text], ensure_ascii=False)
-    return f"{tier}-{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _dir_bytes(path: Path) -> int:
-    """Total size in bytes of the regular files under ``path``."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def _shred_tree(path: Path) -> None:
-    """Overwrite every file under ``path`` with zeros, fsync, then remove the tree.
-
-    Best effort against recovery from the old files' blocks; copy-on-write or
-    journaling file systems and SSD wear levelling can still keep old blocks.
-    """
-    block = b"\0" * (1 << 20)
-    for p in path.rglob("*"):
-        if p.is_file() and not p.is_symlink():
-            size = p.stat().st_size
-            with open(p, "r+b") as fh:
-                left = size
-                while left > 0:
-                    n = min(left, len(block))
-                    fh.write(block[:n])
-                    left -= n
-                fh.flush()
-                os.fsync(fh.fileno())
-    shutil.rmtree(path)
-
-
-_HNSW_HEADER = struct.Struct("<IQQQQQQiIQQQdQ")
-"""Layout of chroma's ``header.bin`` (hnswlib fork, version 1): version, offsetLevel0,
-max_elements, cur_element_count, size_data_per_element, label_offset, offsetData,
-maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction (100 bytes)."""
-
-
-def _zero_hnsw_slack(root: Path) -> int:
-    """Zero the unused capacity of every HNSW ``data_level0.bin`` under ``root``, and
-    the unused neighbour slots of its link lists (:func:`_zero_unused_links`).
-
-    hnswlib allocates the level-0 buffer with ``malloc`` and chroma can write it out
-    beyond ``cur_element_count`` (an index persisted while empty is written at full
-    capacity), so those bytes are whatever the process heap held, which can include
-    text the process handled, deleted secrets included. Bytes past
-    ``cur_element_count * size_data_per_element`` are never read by the loader, so
-    zeroing them is safe. chroma rewrites the files on the first read of a collection
-    after a client opens and whenever it persists the index (every ``sync_threshold``
-    writes), so a later write can bring such bytes back. Returns the number of bytes
-    zeroed.
-    """
-    zeroed = 0
-    for header in root.rglob("header.bin"):
-        data = header.with_name("data_level0.bin")
-        raw = header.read_bytes()
-        if not data.is_file() or len(raw) != _HNSW_HEADER.size:
-            continue
-        fields = _HNSW_HEADER.unpack(raw)
-        version, cur, size_per = fields[0], fields[3], fields[4]
-        if version != 1 or size_per <= 0:
-            continue
-        used = cur * size_per
-        total = data.stat().st_size
-        if total > used:
-            with open(data, "r+b") as fh:
-                fh.seek(used)
-                fh.write(b"\0" * (total - used))
-                fh.flush()
-                os.fsync(fh.fileno())
-            zeroed += total - used
-        zeroed += _zero_unused_links(header.parent, fields)
-        # length.bin (one uint32 per element slot) is also written at full capacity.
-        lengths = header.with_name("length.bin")
-        if lengths.is_file() and lengths.stat().st_size > 4 * cur:
-            buf = bytearray(lengths.read_bytes())
-            if any(buf[4 * cur :]):
-                zeroed += len(buf) - 4 * cur
-                buf[4 * cur :] = bytes(len(buf) - 4 * cur)
-                with open(lengths, "r+b") as fh:
-                    fh.write(buf)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-    return zeroed
-
-
-def _zero_unused_link_slots(buf: bytearray, start: int, capacity: int) -> int:
-    """Zero the slots past the count of one hnswlib link list at ``buf[start:]``
-    (a uint32 whose low 16 bits are the count, then ``capacity`` uint32 slots)."""
-    count = int.from_bytes(buf[start : start + 2], "little")
-    if count >= capacity:
-        return 0
-    lo, hi = start + 4 + 4 * count, start + 4 + 4 * capacity
-    if any(buf[lo:hi]):
-        buf[lo:hi] = bytes(hi - lo)
-        return hi - lo
-    return 0
-
-
-def _zero_unused_links(segment: Path, fields: tuple[Any, ...]) -> int:
-    """Zero unused neighbour slots in ``data_level0.bin`` and ``link_lists.bin``.
-
-    hnswlib allocates each link list at full capacity (``maxM0`` slots at level 0,
-    ``maxM`` above) with ``malloc`` and writes it whole, so the slots past a list's
-    count hold heap bytes (found: fragments of chroma metadata JSON). The loader
-    reads only ``count`` slots, so zeroing the rest is safe. Returns bytes zeroed.
-    """
-    offset0, cur, size_per = fields[1], fields[3], fields[4]
-    max_m, max_m0 = fields[9], fields[10]
-    zeroed = 0
-    data = segment / "data_level0.bin"
-    buf = bytearray(data.read_bytes())
-    for i in range(min(cur, len(buf) // max(size_per, 1))):
-        zeroed += _zero_unused_link_slots(buf, i * size_per + offset0, max_m0)
-    links = segment / "link_lists.bin"
-    lbuf = bytearray(links.read_bytes()) if links.is_file() else bytearray()
-    lzeroed = 0
-    pos, block = 0, 4 + 4 * max_m
-    for _ in range(cur):
-        if pos + 4 > len(lbuf):
-            break
-        size = int.from_bytes(lbuf[pos : pos + 4], "little")
-        pos += 4
-        for b in range(pos, min(pos + size, len(lbuf)) - block + 1, block):
-            lzeroed += _zero_unused_link_slots(lbuf, b, max_m)
-        pos += size
-    for path, content, n in ((data, buf, zeroed), (links, lbuf, lzeroed)):
-        if n:
-            with open(path, "r+b") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-    return zeroed + lzeroed
 
 
 _OPEN: dict[tuple[str, str], TieredMemoryStore] = {}
 """Open stores by (resolved path, collection): :meth:`TieredMemoryStore.open`."""
 
 
-class _WatchedCollection:
-    """A chroma collection whose writes call ``on_write`` (the store's cache reset)."""
-
-    _WRITES = frozenset({"add", "upsert", "update", "delete", "modify"})
-
-    def __init__(self, collection: Any, on_write: Any) -> None:
-        self._c = collection
-        self._on_write = on_write
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._c, name)
-        if name in self._WRITES and callable(attr):
-            def write(*a: Any, **kw: Any) -> Any:
-                try:
-                    return attr(*a, **kw)
-                finally:
-                    self._on_write()
-            return write
-        return attr
-
-    def __repr__(self) -> str:
-        return repr(self._c)
-
-
-def _refuse_foreign(path: Path, collection: str) -> None:
-    """Refuse a Chroma directory that holds collections but none of memkit's.
-
-    Read-only (a ``mode=ro`` SQLite connection): a directory memkit did not create
-    (another memory layer's) must not gain collections by being opened.
-
-    Raises:
-        StoreError: the directory holds only collections memkit did not write.
-    """
-    db = path / "chroma.sqlite3"
-    if not db.is_file():
-        return
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            names = [n for (n,) in con.execute("SELECT name FROM collections")]
-            ours = {n for (n,) in con.execute(
-                "SELECT c.name FROM collections c JOIN collection_metadata m ON m.collection_id = c.id "
-                "WHERE m.key = 'memkit'")}
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return  # not readable as chroma's schema: let chromadb say what is wrong
-    if names and not ours and collection not in names:
-        raise StoreError(
-            f"{path} is a Chroma directory memkit did not create (collections: {sorted(names)[:5]}); "
-            "memkit will not add collections to it. Scan it with `memkit residue` (read-only), "
-            "or pass create=True to TieredMemoryStore to add memkit's collections on purpose."
-        )
-
-
-def _settings() -> Any:
-    from chromadb.config import Settings
-
-    return Settings(anonymized_telemetry=False)
-
-
-def _utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-_CLIENT_USERS: dict[int, int] = {}
-_CLIENT_USERS_LOCK = threading.Lock()
-
-
-def _hold_client(client: Any) -> None:
-    """Count a memkit store open on ``client`` (see :func:`_release_client`)."""
-    with _CLIENT_USERS_LOCK:
-        _CLIENT_USERS[id(client)] = _CLIENT_USERS.get(id(client), 0) + 1
-
-
-def _release_client(client: Any) -> int:
-    """Uncount a store on ``client``; returns how many memkit stores still use it. An
-    in-memory store closes its own client only when none does."""
-    with _CLIENT_USERS_LOCK:
-        n = _CLIENT_USERS.get(id(client), 1) - 1
-        if n <= 0:
-            _CLIENT_USERS.pop(id(client), None)
-        else:
-            _CLIENT_USERS[id(client)] = n
-        return max(n, 0)
-
-
-def _drop_collection(client: Any, col: Any) -> None:
-    """Delete ``col``'s records, then the collection.
-
-    chromadb 1.5.9's ``delete_collection`` leaves the collection's list-valued metadata
-    (table ``embedding_metadata_array``) behind, keyed by internal record ids that the
-    next records written to *any* collection of the same database reuse: they come
-    back with metadata they never had, and ``where`` filters match them
-    (chroma-core/chroma#7594; for memkit, a stranger's ``source_ids`` on a new chunk,
-    which provenance cascades follow). Deleting the records first goes through the
-    per-record path, which removes those rows.
-    """
-    try:
-        ids = col.get(include=[])["ids"]
-        try:
-            b = max(1, int(client.get_max_batch_size()))
-        except Exception:
-            b = 5000
-        for s in range(0, len(ids), b):
-            col.delete(ids=ids[s : s + b])
-    except Exception:  # already gone
-        pass
-    try:
-        client.delete_collection(col.name)
-    except Exception:  # already gone
-        pass
-
-
 class TieredMemoryStore:
-    """Raw and summary memory chunks in one chroma collection (STORE_API.md).
+    """Raw and summary memory chunks in one chroma collection (module doc).
 
     Args:
         path: persistent directory (``chromadb.PersistentClient``); created if missing.
@@ -470,6 +122,10 @@ class TieredMemoryStore:
         create: allow adding memkit's collections to an existing Chroma directory
             that memkit did not create (another memory layer's). Without it such a
             directory is refused, so it is never changed by accident.
+        lock_timeout: seconds an operation waits for a compaction by another
+            process (and a compaction for other processes' operations) before
+            :class:`~memkit.errors.StoreBusyError`; default ``$MEMKIT_LOCK_TIMEOUT``
+            or 60 (:mod:`memkit.dirlock`).
 
     With neither ``path`` nor ``client`` the store lives in memory
     (``chromadb.EphemeralClient``). Telemetry is off. Tombstones live in a second
@@ -477,10 +133,35 @@ class TieredMemoryStore:
 
     Use :meth:`open` for one store object per directory per process.
 
+    Processes sharing a directory (an agent server holding its memory open for days,
+    a "forget me" request run by a worker or an admin script; :mod:`memkit.dirlock`):
+    every operation of a persistent store holds an inter-process lock on the
+    directory *shared* for its duration, :meth:`compact` (so every ``full_purge`` /
+    ``tombstone_redaction`` forget) holds it *exclusive*. Compaction swaps in a
+    rebuilt directory and bumps the directory's generation; before its next
+    operation every other handle, in any process, sees the new generation and
+    reopens its chroma client, so its searches never return a forgotten chunk and its
+    writes go to the directory that stays. Waits are bounded by ``lock_timeout``, then
+    :class:`~memkit.errors.StoreBusyError` (retryable, nothing changed) names the
+    holders (pid, program, since when): a write that arrives during a forget lands
+    after it or fails retryably, never silently. (A lock held for a handle's whole
+    life was rejected: an agent server never closes its store, so a forget could
+    never compact.) Processes holding the directory's files without memkit's lock (a
+    plain chromadb client, another memory layer) are found through ``/proc/<pid>/fd``
+    where the OS allows; compaction refuses while any does unless forced (their
+    clients would fail with SQLite's "file is not a database" and lose writes).
+    Compaction is crash-safe: the rebuilt directory is written beside the old one,
+    journaled and swapped in with one atomic ``renameat2(RENAME_EXCHANGE)``; a store
+    opened after a ``kill -9`` at any point finishes or undoes the swap
+    (:func:`memkit.compaction.recover`): the directory opens and is either compacted
+    or still holds (and is reported to hold) the forgotten text.
+
     Raises:
         ValueError: both ``path`` and ``client`` given, or a bad collection name.
         StoreError: ``path`` is a Chroma directory memkit did not create (and
             ``create`` is False).
+        StoreBusyError: a half-done compaction needs recovery while another process
+            holds the directory longer than ``lock_timeout``.
     """
 
     def __init__(
@@ -491,6 +172,7 @@ class TieredMemoryStore:
         collection: str = "memkit",
         embedder: Any = None,
         create: bool = False,
+        lock_timeout: float | None = None,
     ) -> None:
         import chromadb
 
@@ -499,8 +181,23 @@ class TieredMemoryStore:
         self.path: Path | None = Path(path).expanduser().resolve() if path is not None else None
         self._embedder = embedder
         self._kind: str
+        self._lock: DirectoryLock | None = None
+        self._gen: tuple[int, int] | None = None
         if self.path is not None:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._lock = DirectoryLock(self.path, lock_timeout)
+            except OSError as exc:  # a read-only parent: no other process can compact either
+                warnings.warn(f"{self.path}: no inter-process lock ({exc}); compaction by another "
+                              "process would not be coordinated", stacklevel=2)
+            if self._lock is not None and needs_recovery(self.path):
+                try:
+                    with self._lock.exclusive("recovery of an interrupted compaction"):
+                        recover(self.path, self._lock)
+                except BaseException:
+                    self._lock.close()
+                    raise
+            self.path.mkdir(exist_ok=True)
             self._kind = "persistent"
             self.collection_name = collection
         elif client is not None:
@@ -516,9 +213,15 @@ class TieredMemoryStore:
         self._closed = False
         self._fd: int | None = None
         self._fd_ino: int | None = None
-        if self.path is not None and not create:
-            _refuse_foreign(self.path, collection)
-        self._open()
+        try:
+            if self.path is not None and not create:
+                _refuse_foreign(self.path, collection)
+            with self._op(follow=False):
+                self._open()
+        except BaseException:
+            if self._lock is not None:
+                self._lock.close()
+            raise
         if self._kind in ("memory", "client"):
             _hold_client(self._client)
 
@@ -526,8 +229,20 @@ class TieredMemoryStore:
 
     def _open(self) -> None:
         chromadb = self._chromadb
-        if self._kind == "persistent":
+        if self._kind == "persistent" and self._lock is None:
             self._client = chromadb.PersistentClient(path=str(self.path), settings=_settings())
+        elif self._kind == "persistent":
+            assert self.path is not None and self._lock is not None
+            gen = (self._lock.generation(), os.stat(self.path).st_ino)
+            with _SYSTEMS_LOCK:
+                # chroma shares one System per directory per process: one opened on a
+                # replaced directory (an older generation) must not be reused.
+                key = str(self.path)
+                if _SYSTEMS.get(key, gen) != gen:
+                    _evict_system(key)
+                _SYSTEMS[key] = gen
+                self._client = chromadb.PersistentClient(path=key, settings=_settings())
+            self._gen = gen
         elif self._kind == "memory" and self._client is None:
             self._client = chromadb.EphemeralClient(settings=_settings())
         self._collection = self._client.get_or_create_collection(
@@ -599,12 +314,14 @@ class TieredMemoryStore:
     def collection(self) -> Any:
         """The chroma collection holding the chunks. Writes through it (``add``,
         ``upsert``, ``update``, ``delete``) invalidate this store's search cache."""
-        return _WatchedCollection(self._collection, self._touch)
+        return _StoreCollection(self)
 
     @property
     def tombstone_collection(self) -> Any:
-        """The chroma collection holding audit tombstones."""
-        return self._tombs
+        """The chroma collection holding audit tombstones (a chroma object, valid until
+        the next compaction: use it inside :meth:`exclusive` across processes)."""
+        with self._op():
+            return self._tombs
 
     def own_collections(self) -> list[Any]:
         """Collections this store is responsible for.
@@ -612,9 +329,10 @@ class TieredMemoryStore:
         All collections of the directory for a persistent store (compaction rebuilds
         them all); the chunk and tombstone collections otherwise.
         """
-        if self._kind == "persistent":
-            return list(self._client.list_collections())
-        return [self._collection, self._tombs]
+        with self._op():
+            if self._kind == "persistent":
+                return list(self._client.list_collections())
+            return [self._collection, self._tombs]
 
     def close(self) -> None:
         """Release the chroma client and zero HNSW file slack (persistent stores; see
@@ -626,13 +344,25 @@ class TieredMemoryStore:
         if self._closed:
             return
         self._closed = True
-        if self._kind == "persistent":
+        if self._kind == "persistent" and self._lock is None:
             self._client.close()
             self._release_fd()
-            # At rest, no HNSW file keeps uninitialised heap memory (which can hold
-            # text this process handled, deleted secrets included).
-            if self.path is not None:
-                _zero_hnsw_slack(self.path)
+        elif self._kind == "persistent":
+            assert self.path is not None and self._lock is not None
+            try:
+                with self._lock.shared():
+                    if (self._lock.generation(), os.stat(self.path).st_ino) == self._gen:
+                        self._client.close()
+                    else:
+                        _forget_stale_system(str(self.path), self._gen)
+                    self._release_fd()
+                    # At rest, no HNSW file keeps uninitialised heap memory (which can
+                    # hold text this process handled, deleted secrets included).
+                    _zero_hnsw_slack(self.path)
+            except StoreBusyError:
+                self._release_fd()  # a compaction runs: it rewrites the files anyway
+            finally:
+                self._lock.close()
         elif self._kind == "memory":
             for col in (self._collection, self._tombs):
                 _drop_collection(self._client, col)
@@ -692,6 +422,49 @@ class TieredMemoryStore:
         self._version += 1
         self._matrix_cache.clear()
 
+    @contextmanager
+    def _op(self, follow: bool = True) -> Iterator[None]:
+        """Run one operation: the directory lock held shared, on the current
+        directory generation (class doc). A no-op for in-memory and server stores."""
+        if self._lock is None:
+            yield
+            return
+        with self._lock.shared():
+            if follow:
+                self._follow()
+            yield
+
+    def _follow(self) -> None:
+        """Reopen the chroma client if a compaction replaced the directory since this
+        handle last used it (hold the lock)."""
+        assert self._lock is not None and self.path is not None
+        if (self._lock.generation(), os.stat(self.path).st_ino) != self._gen:
+            self._release_fd()
+            self._client = None  # its System is evicted by _open, never closed (class doc)
+            self._open()
+            self._touch()
+
+    @contextmanager
+    def exclusive(self, what: str = "forget") -> Iterator[None]:
+        """Hold the store's directory exclusively: other memkit handles' operations, in
+        any process, wait (up to their ``lock_timeout``) until the block ends. Re-entrant
+        in one thread; :meth:`compact` takes it too. A no-op for in-memory and server
+        stores.
+
+        Args:
+            what: shown to waiting processes (:meth:`memkit.dirlock.DirectoryLock.holders`).
+
+        Raises:
+            StoreBusyError: other processes' operations held it past ``lock_timeout``;
+                nothing was changed.
+        """
+        if self._lock is None:
+            yield
+            return
+        with self._lock.exclusive(what):
+            self._follow()
+            yield
+
     # ------------------------------------------------------------------ coherence
 
     def _release_fd(self) -> None:
@@ -719,89 +492,7 @@ class TieredMemoryStore:
             return (ino, int.from_bytes(header[24:28], "big"), self._version)
         return (self._version, self._collection.count())
 
-    # ------------------------------------------------------------------ encoding
-
-    @staticmethod
-    def _validate(chunk: Chunk, where: str) -> None:
-        if not isinstance(chunk, Chunk):
-            raise TypeError(f"{where}: expected Chunk, got {type(chunk).__name__}")
-        if not isinstance(chunk.id, str) or not chunk.id:
-            raise ValueError(f"{where}: field 'id' must be a non-empty string")
-        if chunk.tier not in TIERS:
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'tier' must be one of {TIERS}, got {chunk.tier!r}")
-        if not isinstance(chunk.namespace, str) or not chunk.namespace:
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'namespace' must be a non-empty string")
-        if not isinstance(chunk.text, str):
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'text' must be a string")
-        if not isinstance(chunk.session_id, str):
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'session_id' must be a string")
-        if isinstance(chunk.turn_index, bool) or not isinstance(chunk.turn_index, (int, np.integer)):
-            raise ValueError(f"{where} (id {chunk.id!r}): field 'turn_index' must be an int")
-        if chunk.tier == "raw" and chunk.source_ids:
-            raise ValueError(f"{where} (id {chunk.id!r}): raw chunks cannot have 'source_ids'")
-        if any(not isinstance(s, str) or not s for s in chunk.source_ids):
-            raise ValueError(f"{where} (id {chunk.id!r}): 'source_ids' must be non-empty strings")
-        for key, value in chunk.extra.items():
-            if key in _RESERVED_KEYS or key.startswith(("chroma:", "#", "$")):
-                raise ValueError(f"{where} (id {chunk.id!r}): extra key {key!r} is reserved")
-            if not isinstance(value, (str, int, float, bool)):
-                raise ValueError(
-                    f"{where} (id {chunk.id!r}): extra[{key!r}] must be str/int/float/bool, "
-                    f"got {type(value).__name__}"
-                )
-
-    @staticmethod
-    def _to_metadata(chunk: Chunk) -> dict[str, Any]:
-        meta: dict[str, Any] = dict(chunk.extra)
-        meta.update(
-            tier=chunk.tier,
-            namespace=chunk.namespace,
-            session_id=chunk.session_id,
-            turn_index=int(chunk.turn_index),
-            date=chunk.date,
-        )
-        if chunk.source_ids:
-            meta["source_ids"] = list(chunk.source_ids)
-        return meta
-
-    @staticmethod
-    def _from_record(cid: str, doc: str | None, meta: dict[str, Any] | None) -> Chunk:
-        meta = dict(meta or {})
-        src = meta.pop("source_ids", None) or []
-        return Chunk(
-            id=cid,
-            text=doc or "",
-            tier=str(meta.pop("tier", "")),
-            namespace=str(meta.pop("namespace", "")),
-            session_id=str(meta.pop("session_id", "")),
-            turn_index=int(meta.pop("turn_index", -1)),
-            date=str(meta.pop("date", "")),
-            source_ids=[str(s) for s in src],
-            extra=meta,
-        )
-
-    @staticmethod
-    def _where(
-        namespace: str | None = None,
-        tiers: Sequence[str] | None = None,
-        session_id: str | None = None,
-        extra: Iterable[dict[str, Any]] = (),
-    ) -> dict[str, Any] | None:
-        conds: list[dict[str, Any]] = []
-        if namespace is not None:
-            conds.append({"namespace": namespace})
-        if tiers is not None:
-            tiers = list(tiers)
-            bad = [t for t in tiers if t not in TIERS]
-            if bad:
-                raise ValueError(f"tiers must be drawn from {TIERS}, got {bad}")
-            conds.append({"tier": {"$in": tiers}})
-        if session_id is not None:
-            conds.append({"session_id": session_id})
-        conds.extend(extra)
-        if not conds:
-            return None
-        return conds[0] if len(conds) == 1 else {"$and": conds}
+    # ------------------------------------------------------------------ chroma records
 
     def _get(self, *, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None,
              embeddings: bool = False) -> tuple[list[Chunk], np.ndarray | None]:
@@ -813,7 +504,7 @@ class TieredMemoryStore:
             kw["where"] = where
         res = self._collection.get(**kw)
         chunks = [
-            self._from_record(i, d, m)
+            from_record(i, d, m)
             for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
         ]
         vecs = None
@@ -826,6 +517,7 @@ class TieredMemoryStore:
             )
         return chunks, vecs
 
+    @_locked
     def _put(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Upsert chunks with given vectors (no embedding), in client-sized batches."""
         b = self._batch()
@@ -834,7 +526,7 @@ class TieredMemoryStore:
             self._collection.upsert(
                 ids=[c.id for c in part],
                 documents=[c.text for c in part],
-                metadatas=[self._to_metadata(c) for c in part],
+                metadatas=[to_metadata(c) for c in part],
                 embeddings=np.asarray(vectors[s : s + b], dtype=np.float32),
             )
         self._touch()
@@ -857,7 +549,7 @@ class TieredMemoryStore:
         chunks = list(chunks)
         seen: set[str] = set()
         for i, c in enumerate(chunks):
-            self._validate(c, f"add: chunk {i}")
+            validate_chunk(c, f"add: chunk {i}")
             if c.id in seen:
                 raise ValueError(f"add: chunk {i}: duplicate id {c.id!r} in one call")
             seen.add(c.id)
@@ -866,6 +558,7 @@ class TieredMemoryStore:
         self._put(chunks, self._encode([c.text for c in chunks]))
         return [c.id for c in chunks]
 
+    @_locked
     def get(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks with the given ids, in the order given; unknown ids are skipped."""
         ids = list(ids)
@@ -875,11 +568,8 @@ class TieredMemoryStore:
         by_id = {c.id: c for c in found}
         return [by_id[i] for i in ids if i in by_id]
 
-    @staticmethod
-    def _order_key(c: Chunk) -> tuple[Any, ...]:
-        tier = TIERS.index(c.tier) if c.tier in TIERS else len(TIERS)
-        return (c.namespace, tier, c.date, c.session_id, c.turn_index, c.id)
 
+    @_locked
     def chunks(
         self,
         *,
@@ -889,16 +579,18 @@ class TieredMemoryStore:
     ) -> list[Chunk]:
         """All chunks matching the filters, ordered by (namespace, tier, date, session,
         turn index, id)."""
-        found, _ = self._get(where=self._where(namespace, tiers, session_id))
-        return sorted(found, key=self._order_key)
+        found, _ = self._get(where=where_filter(namespace, tiers, session_id))
+        return sorted(found, key=order_key)
 
+    @_locked
     def count(self, *, namespace: str | None = None, tiers: Sequence[str] | None = None) -> int:
         """Number of chunks matching the filters."""
-        where = self._where(namespace, tiers)
+        where = where_filter(namespace, tiers)
         if where is None:
             return int(self._collection.count())
         return len(self._collection.get(where=where, include=[])["ids"])
 
+    @_locked
     def embeddings_of(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors of ``ids`` as a ``(len(ids), d)`` float32 array, in order.
 
@@ -924,7 +616,7 @@ class TieredMemoryStore:
         hit = self._matrix_cache.get(key)
         if hit is not None and hit[0] == token:
             return hit[1], hit[2]
-        found, vecs = self._get(where=self._where(namespace, tiers), embeddings=True)
+        found, vecs = self._get(where=where_filter(namespace, tiers), embeddings=True)
         order = sorted(range(len(found)), key=lambda n: found[n].id)
         chunks = [found[n] for n in order]
         mat = vecs[order] if len(order) else np.zeros((0, 0), dtype=np.float32)
@@ -961,6 +653,7 @@ class TieredMemoryStore:
         """
         return self.search_many([query], k, tiers=tiers, namespace=namespace)[0]
 
+    @_locked
     def search_many(
         self,
         queries: Sequence[str],
@@ -994,29 +687,11 @@ class TieredMemoryStore:
         chunks, mat = self._matrix(namespace, tiers)
         if not chunks or k == 0:
             return [[] for _ in queries]
-        q = self._encode(queries)
-        scores = q @ mat.T  # (n_queries, n_chunks); rows of mat are sorted by id
-        out: list[list[Chunk]] = []
-        for row in scores:
-            # Scores are rounded to 1e-5 so float noise between two encodings of the
-            # same text (batch padding, float32 storage) cannot reorder ties; ties go by id.
-            row = np.round(row.astype(np.float64), 5)
-            order = np.argsort(-row, kind="stable")[: int(k)]
-            res = []
-            for n in order:
-                c = chunks[int(n)]
-                res.append(
-                    Chunk(
-                        id=c.id, text=c.text, tier=c.tier, namespace=c.namespace,
-                        session_id=c.session_id, turn_index=c.turn_index, date=c.date,
-                        source_ids=list(c.source_ids), score=float(row[n]), extra=dict(c.extra),
-                    )
-                )
-            out.append(res)
-        return out
+        return top_k(self._encode(queries), chunks, mat, int(k))
 
     # ------------------------------------------------------------------ deletion primitives
 
+    @_locked
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Delete chunks (text, metadata and vector) by id.
 
@@ -1066,44 +741,22 @@ class TieredMemoryStore:
         m = matcher(text) if normalized else None
         out = []
         for c in self.chunks(namespace=namespace, tiers=tiers):
-            if text in c.text or (m is not None and self._holds(c, m)):
+            if text in c.text or (m is not None and holds(c, m)):
                 out.append(c)
         return out
 
-    @staticmethod
-    def _holds(c: Chunk, m: Any) -> bool:
-        """Whether chunk ``c`` holds a copy anywhere: text, id, namespace, session,
-        date, ``source_ids``, metadata keys and values (numbers as written)."""
-        fields = [c.text, c.id, c.namespace, c.session_id, c.date, *c.source_ids]
-        for k, v in c.extra.items():
-            fields += [k, scalar_text(v) or ""]
-        return any(m.search(f) for f in fields)
 
+    @_locked
     def copies_in_other_collections(self, secret: str) -> dict[str, int]:
         """Records of the directory's other collections (not this store's chunks or
         tombstones: another memory layer's, a user's) whose document or metadata holds
         ``secret`` in any spelling: ``{"text_other": n, "metadata": n}``. A forget
         does not touch them, so it must not call the store clean while they hold copies.
         """
-        m = matcher(secret)
-        counts = {"text_other": 0, "metadata": 0}
         mine = {self.collection_name, self.collection_name + _TOMBSTONE_SUFFIX}
-        for col in self.own_collections():
-            if col.name in mine:
-                continue
-            n = col.count()
-            for off in range(0, n, 1000):
-                res = col.get(limit=1000, offset=off, include=["documents", "metadatas"])
-                for rid, doc, meta in zip(res["ids"], res["documents"] or [None] * len(res["ids"]),
-                                          res["metadatas"] or [None] * len(res["ids"]), strict=True):
-                    if doc and m.search(doc):
-                        counts["text_other"] += 1
-                    elif m.search(rid) or any(
-                        m.search(str(k)) or m.search(scalar_text(v) or "") for k, v in (meta or {}).items()
-                    ):
-                        counts["metadata"] += 1
-        return counts
+        return _copies_in_collections([c for c in self.own_collections() if c.name not in mine], secret)
 
+    @_locked
     def derived_from(
         self,
         raw_ids: Sequence[str],
@@ -1130,15 +783,16 @@ class TieredMemoryStore:
                 part = frontier[s : s + _DERIVED_BATCH]
                 ors = [{"source_ids": {"$contains": i}} for i in part]
                 cond = ors[0] if len(ors) == 1 else {"$or": ors}
-                chunks, _ = self._get(where=self._where(namespace, None, None, [cond]))
+                chunks, _ = self._get(where=where_filter(namespace, None, None, [cond]))
                 for c in chunks:
                     if c.id not in seen:
                         seen.add(c.id)
                         found[c.id] = c
                         nxt.append(c.id)
             frontier = nxt if transitive else []
-        return sorted(found.values(), key=self._order_key)
+        return sorted(found.values(), key=order_key)
 
+    @_locked
     def redact(
         self,
         secret: str,
@@ -1165,41 +819,8 @@ class TieredMemoryStore:
         m = matcher(secret)
         if m.search(replacement):
             raise ValueError("redact: the replacement contains the secret")
-
-        def scrub(value: str) -> str:
-            if value[:1] in "[{" and m.search(value):
-                try:
-                    decoded = json.loads(value)
-                except ValueError:
-                    return m.redact(value, replacement)
-                return json.dumps(redact_json(decoded, secret, replacement), ensure_ascii=False)
-            return m.redact(value, replacement)
-
-        def scrub_value(v: Any) -> Any:
-            if isinstance(v, str):
-                return scrub(v)
-            text = scalar_text(v)
-            return replacement if text is not None and m.search(text) else v
-
-        changed: list[Chunk] = []
-        for c in self.chunks(namespace=namespace, tiers=tiers):
-            if m.search(c.id):
-                raise ValueError(f"redact: the id of chunk {c.id!r} holds the secret and ids cannot be "
-                                 "rewritten; delete the chunk (full_purge) instead")
-            new_text = m.redact(c.text, replacement)
-            new_extra = {m.redact(k, replacement): scrub_value(v) for k, v in c.extra.items()}
-            new_sources = [m.redact(x, replacement) for x in c.source_ids]
-            new_fields = {
-                f: m.redact(getattr(c, f), replacement) for f in ("session_id", "date", "namespace")
-            }
-            if new_text != c.text or new_extra != c.extra or new_sources != c.source_ids or any(
-                new_fields[f] != getattr(c, f) for f in new_fields
-            ):
-                if new_fields["namespace"] != c.namespace:
-                    raise ValueError(f"redact: namespace of chunk {c.id!r} contains the secret")
-                c.text, c.extra, c.source_ids = new_text, new_extra, new_sources
-                c.session_id, c.date = new_fields["session_id"], new_fields["date"]
-                changed.append(c)
+        changed = [c for c in self.chunks(namespace=namespace, tiers=tiers)
+                   if redact_chunk(c, secret, replacement, m)]
         if changed:
             # chroma merges metadata on upsert: a renamed (redacted) key would stay, so
             # those records are rewritten whole.
@@ -1212,9 +833,7 @@ class TieredMemoryStore:
 
     # ------------------------------------------------------------------ tombstones
 
-    def _hash_secret(self, secret: str) -> str:
-        return hashlib.pbkdf2_hmac("sha256", secret.encode("utf-8"), self._salt, _PBKDF2_ITERATIONS).hex()
-
+    @_locked
     def tombstone(
         self,
         secret: str,
@@ -1225,9 +844,9 @@ class TieredMemoryStore:
     ) -> dict[str, Any]:
         """Write an audit record of a deletion: salted hash of the secret, time, ids.
 
-        The hash is PBKDF2-HMAC-SHA256 (200,000 iterations) keyed with the store's
-        random 16-byte salt (kept in the tombstone collection's metadata); the secret
-        itself is never written. The record lives in the ``<collection>-tombstones``
+        The hash is PBKDF2-HMAC-SHA256 (200,000 iterations, :mod:`memkit.tombstones`)
+        keyed with the store's random 16-byte salt (kept in the tombstone collection's
+        metadata); the secret itself is never written. The record lives in the ``<collection>-tombstones``
         collection (document = the record as JSON, a 1-d placeholder vector).
 
         Args:
@@ -1243,22 +862,7 @@ class TieredMemoryStore:
         Raises:
             ValueError: empty secret, or ``reason``/``namespace``/ids containing it.
         """
-        if not secret:
-            raise ValueError("tombstone: secret must be non-empty")
-        pat = secret_regex(secret)
-        for label, value in [("reason", reason), ("namespace", namespace), *(("chunk id", i) for i in chunk_ids)]:
-            if pat.search(value):
-                raise ValueError(f"tombstone: {label} contains the secret; it would be written to disk")
-        record = {
-            "id": uuid.uuid4().hex,
-            "namespace": namespace,
-            "reason": reason,
-            "time": _utcnow(),
-            "chunk_ids": list(chunk_ids),
-            "hash": self._hash_secret(secret),
-            "hash_alg": "pbkdf2_hmac_sha256",
-            "iterations": _PBKDF2_ITERATIONS,
-        }
+        record = tombstone_record(secret, chunk_ids, namespace=namespace, reason=reason, salt=self._salt)
         self._tombs.add(
             ids=[record["id"]],
             documents=[json.dumps(record, sort_keys=True)],
@@ -1267,6 +871,7 @@ class TieredMemoryStore:
         )
         return record
 
+    @_locked
     def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """Tombstone records (see :meth:`tombstone`), oldest first."""
         kw: dict[str, Any] = {"include": ["documents"]}
@@ -1278,10 +883,11 @@ class TieredMemoryStore:
 
     def matches_tombstone(self, secret: str, record: dict[str, Any]) -> bool:
         """Whether ``secret`` is the string a tombstone ``record`` was written for."""
-        return hmac.compare_digest(self._hash_secret(secret), str(record.get("hash", "")))
+        return hmac.compare_digest(hash_secret(secret, self._salt), str(record.get("hash", "")))
 
     # ------------------------------------------------------------------ copy / compact
 
+    @_locked
     def copy_namespace(
         self,
         src: str,
@@ -1322,7 +928,7 @@ class TieredMemoryStore:
                     "pass overwrite=True to replace them"
                 )
             target.delete([c.id for c in existing])
-        chunks, vecs = self._get(where=self._where(src), embeddings=True)
+        chunks, vecs = self._get(where=where_filter(src), embeddings=True)
         if not chunks:
             return 0
 
@@ -1340,43 +946,29 @@ class TieredMemoryStore:
         target._put(chunks, vecs)
         return len(chunks)
 
-    def _sqlite_collection_count(self) -> int:
-        assert self.path is not None
-        uri = f"file:{self.path / 'chroma.sqlite3'}?mode=ro"
-        con = sqlite3.connect(uri, uri=True)
-        try:
-            return int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
-        finally:
-            con.close()
-
-    def compaction_blocker(self) -> str | None:
-        """Why :meth:`compact` cannot run now, or ``None`` if it can. Changes nothing.
+    @_locked
+    def compaction_blocker(self, *, force: bool = False) -> str | None:
+        """Why :meth:`compact` cannot run now, or ``None`` if it can. Changes nothing
+        (:func:`memkit.compaction.compaction_blocker`): a store behind a server, other
+        chroma clients of this process on the directory, or (unless ``force``) other
+        processes holding its files open without memkit's lock.
 
         Forget modes that compact check this before their first change, so a forget
         either completes or refuses with the store untouched.
         """
-        if self._kind == "memory":
-            return None
-        if self._kind != "persistent" or self.path is None:
-            return ("the store is behind a chroma server: memkit cannot rewrite or read the "
-                    "server's files (deleted text stays in its SQLite pages and log)")
-        if self._sqlite_collection_count() != len(list(self._client.list_collections())):
-            return f"{self.path} holds collections outside the default tenant/database"
-        from chromadb.api.shared_system_client import SharedSystemClient
+        return compaction_blocker(self, force=force)
 
-        self._client.close()
-        try:
-            if str(self.path) in SharedSystemClient._identifier_to_system:
-                return (f"another chroma client in this process holds {self.path} open; close "
-                        "it, or use TieredMemoryStore.open(path) for one store object per directory")
-        finally:
-            self._open()
-        return None
-
-    def compact(self) -> CompactionReport:
+    def compact(self, *, force: bool = False) -> CompactionReport:
         """Rewrite the store so deleted and overwritten text is gone from the disk:
-        :func:`compact_directory` on the store's directory, with this store's client
-        closed around it. An in-memory store has nothing on disk (method ``"none"``).
+        :func:`memkit.compaction.compact_store` (the directory lock held exclusive,
+        this store's client closed around :func:`compact_directory`'s rebuild and
+        atomic swap; class doc). An in-memory store has nothing on disk (method
+        ``"none"``).
+
+        Args:
+            force: compact although processes that are not memkit handles hold the
+                directory's files open (their chroma clients then fail, and writes
+                they make to the old files are lost).
 
         Returns:
             :class:`CompactionReport`.
@@ -1384,132 +976,7 @@ class TieredMemoryStore:
         Raises:
             StoreError: :meth:`compaction_blocker` names a reason, or the rebuilt store
                 does not hold the same records (the directory is then unchanged).
+            StoreBusyError: other processes' operations held the directory past the
+                lock timeout (nothing changed; retry).
         """
-        t0 = time.perf_counter()
-        if self._kind == "memory":
-            return CompactionReport(time.perf_counter() - t0, 0, 0, self._collection.count(), "none")
-        reason = self.compaction_blocker()
-        if reason is not None:
-            raise StoreError(f"compact: {reason}")
-        assert self.path is not None
-        self._client.close()
-        self._release_fd()
-        try:
-            report = compact_directory(self.path)
-        finally:
-            self._open()
-            # chroma rewrites each HNSW segment (from uninitialized memory, see
-            # _zero_hnsw_slack) on the first read after a client opens; make that
-            # happen now and clean up after it, so later reads (a residue scan) do not.
-            for col in self._client.list_collections():
-                col.count()
-            _zero_hnsw_slack(self.path)
-            self._touch()
-        report.seconds = time.perf_counter() - t0
-        return report
-
-
-def compact_directory(path: str | Path) -> CompactionReport:
-    """Rewrite any Chroma persist directory so deleted and overwritten text is gone
-    from its files, adding nothing to it.
-
-    Rebuilds every collection into a fresh sibling directory from the live records
-    (ids, documents, metadata, stored vectors; collection metadata and
-    configuration), VACUUMs it, zeroes HNSW slack, swaps it in, overwrites the old
-    files with zeros and removes them (module doc). Works on directories other memory
-    layers wrote: no memkit collection is created.
-
-    Args:
-        path: the directory; no chroma client of this process may hold it open.
-
-    Returns:
-        :class:`CompactionReport`.
-
-    Raises:
-        StoreError: not a Chroma directory, collections outside the default
-            tenant/database, another client of this process holds it open, or the
-            rebuilt store does not hold the same records (the directory is then unchanged).
-    """
-    import chromadb
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    t0 = time.perf_counter()
-    path = Path(path).expanduser().resolve()
-    if not (path / "chroma.sqlite3").is_file():
-        raise StoreError(f"compact: {path} is not a Chroma persist directory (no chroma.sqlite3)")
-    if str(path) in SharedSystemClient._identifier_to_system:
-        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
-    before = _dir_bytes(path)
-    con = sqlite3.connect(f"file:{path / 'chroma.sqlite3'}?mode=ro", uri=True)
-    try:
-        n_collections = int(con.execute("SELECT COUNT(*) FROM collections").fetchone()[0])
-    finally:
-        con.close()
-    old_client = chromadb.PersistentClient(path=str(path), settings=_settings())
-    fresh = path.parent / f".{path.name}.compact-{uuid.uuid4().hex[:8]}"
-    records = 0
-    try:
-        cols = list(old_client.list_collections())
-        if n_collections != len(cols):
-            raise StoreError(
-                f"compact: {path} holds collections outside the default tenant/database; "
-                "memkit only rebuilds the default database"
-            )
-        expected: dict[str, int] = {}
-        new_client = chromadb.PersistentClient(path=str(fresh), settings=_settings())
-        try:
-            for col in cols:
-                config = dict(col.configuration or {})
-                # Keep a foreign collection's embedding-function config (memkit's is None);
-                # records are copied with their vectors, so it is never called here.
-                ef = config.pop("embedding_function", None)
-                config = {k: v for k, v in config.items() if v is not None}
-                new = new_client.create_collection(
-                    col.name, configuration=config or None, metadata=col.metadata or None,
-                    embedding_function=ef,
-                )
-                n = col.count()
-                expected[col.name] = n
-                b = max(1, int(old_client.get_max_batch_size()))
-                for off in range(0, n, b):
-                    res = col.get(limit=b, offset=off, include=["documents", "metadatas", "embeddings"])
-                    if not res["ids"]:
-                        break
-                    new.add(ids=res["ids"], documents=res["documents"], metadatas=res["metadatas"],
-                            embeddings=np.asarray(res["embeddings"], dtype=np.float32))
-                    records += len(res["ids"])
-            got = {c.name: c.count() for c in new_client.list_collections()}
-            if got != expected:
-                raise StoreError(f"compact: rebuilt store holds {got}, expected {expected}")
-        finally:
-            new_client.close()
-    except BaseException:
-        old_client.close()
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise
-    old_client.close()
-    # The rebuild itself purged log rows (chroma trims its log at each HNSW persist):
-    # their pages hold only live data, but VACUUM returns the space.
-    con = sqlite3.connect(fresh / "chroma.sqlite3")
-    try:
-        con.execute("VACUUM")
-    finally:
-        con.close()
-    _zero_hnsw_slack(fresh)
-    if str(path) in SharedSystemClient._identifier_to_system:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise StoreError(f"compact: another chroma client in this process holds {path} open; close it first")
-    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-    os.replace(path, old)
-    os.replace(fresh, path)
-    _shred_tree(old)
-    # chroma rewrites each HNSW segment on the first read after a client opens (from
-    # uninitialized memory): make that happen now, then zero the slack it leaves.
-    client = chromadb.PersistentClient(path=str(path), settings=_settings())
-    try:
-        for col in client.list_collections():
-            col.count()
-    finally:
-        client.close()
-    _zero_hnsw_slack(path)
-    return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")
+        return compact_store(self, force=force)
