@@ -25,6 +25,13 @@ results for any larger ``k``, which approximate HNSW search does not guarantee. 
 cost is ``n * 384 * 4`` bytes for ``n`` chunks in the searched namespace(s).
 
 Forensic residue, and how :meth:`~TieredMemoryStore.compact` removes it: :mod:`memkit.compaction`.
+
+Why this module is long: it is one class, :class:`TieredMemoryStore`, whose every
+method runs under the directory's inter-process lock and reopens after another
+process's compaction (:mod:`memkit.dirlock`); the chunk model, Chroma encoding,
+tombstones, client plumbing and compaction already live in their own modules, and
+splitting the class's methods further would separate them from the locking they
+share.
 """
 
 from __future__ import annotations
