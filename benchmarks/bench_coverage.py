@@ -20,10 +20,10 @@ import random
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from timing import best_of  # benchmarks/timing.py (run from any directory)
 
 from memkit.encodings import wide_spans
 from memkit.matching import matcher
@@ -31,13 +31,6 @@ from memkit.matching import matcher
 SECRET = "XQ7-violet-3829"
 
 
-def _best(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -60,14 +53,14 @@ def main() -> None:
     print(f"{args.mb} MiB each; secret {SECRET!r}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in contents.items():
-            utf8 = _best(lambda data=data: m.byte_spans(data))
-            wide = _best(lambda data=data: wide_spans(data, m))
+            utf8 = best_of(lambda data=data: m.byte_spans(data))
+            wide = best_of(lambda data=data: wide_spans(data, m))
             line = (f"  {name:>16}: utf-8 {utf8 * 1e3:7.1f} ms, utf-16/32 {wide * 1e3:7.1f} ms "
                     f"= {wide / utf8:5.1f}x the utf-8 pass")
             if grep:
                 f = Path(tmp) / "data"
                 f.write_bytes(data)
-                g = _best(lambda f=f: subprocess.run([grep, "-c", "-F", "-a", SECRET, str(f)],
+                g = best_of(lambda f=f: subprocess.run([grep, "-c", "-F", "-a", SECRET, str(f)],
                                                      capture_output=True))
                 line += f", {(utf8 + wide) / g:6.1f}x grep -F"
             print(line)

@@ -12,7 +12,8 @@ Run: ``python benchmarks/bench_matcher.py [--kb 100]``.
 from __future__ import annotations
 
 import argparse
-import time
+
+from timing import best_of  # benchmarks/timing.py (run from any directory)
 
 from memkit.matching import matcher
 
@@ -20,13 +21,6 @@ SECRET = "XQ7-VIOLET-3829"
 TRAPS = ["\\", "<q>", "&#7;", "-", "\\u2013", "%2D", "\u200b", "&nbsp;"]
 
 
-def _best(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -36,13 +30,13 @@ def main() -> None:
     n = args.kb * 1000
     m = matcher(SECRET)
     prose = ("I walked the dog to the lake and back before breakfast. " * (n // 56 + 1))[:n]
-    base_t = _best(lambda: m.search(prose))
-    base_b = _best(lambda: m.bytes.search(prose.encode()))
+    base_t = best_of(lambda: m.search(prose))
+    base_b = best_of(lambda: m.bytes.search(prose.encode()))
     print(f"{args.kb} KB of prose: text {base_t * 1e3:.2f} ms, bytes {base_b * 1e3:.2f} ms (baseline)")
     for trap in TRAPS:
         text = "XQ7" + trap * (n // len(trap)) + "Z"
-        t = _best(lambda text=text: m.search(text))
-        b = _best(lambda text=text: m.bytes.search(text.encode()))
+        t = best_of(lambda text=text: m.search(text))
+        b = best_of(lambda text=text: m.bytes.search(text.encode()))
         print(f"  trap {trap!r:>10}: text {t / base_t:6.2f}x, bytes {b / base_b:6.2f}x the baseline")
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "WriteState",
     "build_read_graph",
     "build_write_graph",
+    "sequence_graph",
     "make_responder",
     "make_retriever",
     "make_summarizer",
@@ -315,14 +316,23 @@ def _need(state: dict[str, Any], key: str, graph: str) -> Any:
     return state[key]
 
 
-def _pipeline(state: type, steps: list[tuple[str, Any]], *, name: str) -> Any:
-    """A compiled graph running ``steps`` (``(node name, function)``) one after another
-    from START to END over ``state``."""
+def sequence_graph(state: type, steps: list[tuple[str, Any]], *, name: str, **compile_kw: Any) -> Any:
+    """A compiled LangGraph graph that runs ``steps`` one after another.
+
+    Args:
+        state: the graph's state schema (a ``TypedDict`` or ``MessagesState``).
+        steps: ``(node name, node function)`` pairs, in order, from START to END.
+        name: the compiled graph's name.
+        **compile_kw: passed to ``compile`` (``store``, ``checkpointer``).
+
+    Returns:
+        The compiled graph (a LangChain Runnable).
+    """
     graph = StateGraph(state)
     graph.add_sequence(steps)
     graph.add_edge(START, steps[0][0])
     graph.add_edge(steps[-1][0], END)
-    return graph.compile(name=name)
+    return graph.compile(name=name, **compile_kw)
 
 
 def build_write_graph(
@@ -390,7 +400,7 @@ def build_write_graph(
             done.append({**out, "summary_ids": ids})
         return {"summary_ids": [i for o in done for i in o["summary_ids"]], "by_session": done}
 
-    return _pipeline(WriteState, [("write", write), ("summarize", summarize)], name="memkit-write")
+    return sequence_graph(WriteState, [("write", write), ("summarize", summarize)], name="memkit-write")
 
 
 def build_read_graph(
@@ -426,7 +436,7 @@ def build_read_graph(
     def respond_node(state: ReadState) -> dict[str, Any]:
         return {"response": respond(respond_fn, state["query"], state["chunks"])}
 
-    return _pipeline(ReadState, [("retrieve", retrieve_node), ("respond", respond_node)], name="memkit-read")
+    return sequence_graph(ReadState, [("retrieve", retrieve_node), ("respond", respond_node)], name="memkit-read")
 
 
 _SERVED = ("default_store_dir", "default_store", "default_cache", "default_write_graph",

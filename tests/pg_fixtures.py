@@ -11,8 +11,6 @@ tuples at an unpredictable moment).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,21 +34,15 @@ class PgServer:
 def pg_server():
     """A real PostgreSQL 16 + pgvector server (pgserver) for the whole session."""
     try:
-        import pgserver
-        import psycopg
+        import pgserver  # noqa: F401
+        import psycopg  # noqa: F401
     except ModuleNotFoundError as exc:  # part of the dev extra: a missing install is a failure
         pytest.fail(f"{exc.name} is not installed: pip install -e '.[postgres]' (bash scripts/setup.sh dev)",
                     pytrace=False)
-    root = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
-    server = pgserver.get_server(root, cleanup_mode="stop")
-    try:
-        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET autovacuum = off")
-            conn.execute("SELECT pg_reload_conf()")
+    from evaluators.targets.matrix import temporary_postgres
+
+    with temporary_postgres() as (server, root):  # the library's own server (autovacuum off)
         yield PgServer(pgdata=root, server=server)
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture()

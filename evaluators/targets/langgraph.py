@@ -49,7 +49,7 @@ from typing import Any, TypedDict
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore, PutOp
 
@@ -186,6 +186,7 @@ class _AgentState(MessagesState):
 def build_graphs(store: BaseStore, checkpointer: Any, model: Any = "extractive", k: int = 3) -> tuple[Any, Any]:
     """``(agent, writer)``: the recall-then-answer agent and the memory writer (module
     doc), both compiled with ``store`` and ``checkpointer``."""
+    from graphs.memory import sequence_graph
     from graphs.prompts import respond_prompt
     from memkit.models import chat_model
 
@@ -201,12 +202,6 @@ def build_graphs(store: BaseStore, checkpointer: Any, model: Any = "extractive",
         query = str(state["messages"][-1].content)
         return {"messages": [llm.invoke(respond_prompt(query, state["memories"]))]}
 
-    agent = StateGraph(_AgentState)
-    agent.add_node("recall", recall)
-    agent.add_node("answer", answer)
-    agent.add_edge(START, "recall")
-    agent.add_edge("recall", "answer")
-    agent.add_edge("answer", END)
 
     def remember(state: _WriterState, runtime: Runtime) -> dict[str, Any]:
         ns = (NAMESPACE, state["user_id"])
@@ -225,12 +220,10 @@ def build_graphs(store: BaseStore, checkpointer: Any, model: Any = "extractive",
             runtime.store.batch(batch)
         return {}
 
-    writer = StateGraph(_WriterState)
-    writer.add_node("remember", remember)
-    writer.add_edge(START, "remember")
-    writer.add_edge("remember", END)
-    return (agent.compile(store=store, checkpointer=checkpointer, name="memory-agent"),
-            writer.compile(store=store, checkpointer=checkpointer, name="memory-writer"))
+    return (sequence_graph(_AgentState, [("recall", recall), ("answer", answer)], name="memory-agent",
+                           store=store, checkpointer=checkpointer),
+            sequence_graph(_WriterState, [("remember", remember)], name="memory-writer",
+                           store=store, checkpointer=checkpointer))
 
 
 class LangGraphTarget(Target):
