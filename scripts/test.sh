@@ -8,4 +8,4 @@ export MEMKIT_CACHE_DIR="${MEMKIT_CACHE_DIR:-$PWD/.memkit-cache}"
 .venv/bin/ruff check memkit graphs evaluators tests benchmarks examples
 # Every core (xdist); tests sharing a module-scoped fixture stay on one worker
 # (tests/conftest.py), the others are spread as workers free up.
-exec .venv/bin/python -m pytest -n "${MEMKIT_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${MEMKIT_TEST_WORKERS:-auto}" --dist loadgroup --durations=15 "$@"
