@@ -425,6 +425,12 @@ class AuditResult:
     checkpoint_residue_kept_threads: int | None = None
     canaries: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
+    user_erasure: dict[str, Any] | None = None
+    """With ``forget_scope="user"``: ``fingerprints`` (strings per user),
+    ``remaining_fraction`` (mean over users of the share of their fingerprint strings
+    some surface still holds after the forget) with ``ci`` (95% bootstrap over users),
+    ``by_surface`` (fingerprint strings remaining per surface, summed over users) and
+    ``per_user``."""
 
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
         """JSON-ready summary (rates rounded to 6 decimals); per-call records when asked."""
@@ -441,6 +447,7 @@ class AuditResult:
             "residue_unchecked": self.residue_unchecked,
             "checkpoint_residue_kept_threads": self.checkpoint_residue_kept_threads,
             "canaries": self.canaries,
+            **({"user_erasure": self.user_erasure} if self.user_erasure is not None else {}),
         }
         if records:
             out["records"] = self.records
@@ -488,6 +495,13 @@ class AuditResult:
             if self.residue_unchecked:
                 why = "; ".join(f"{s} ({', '.join(r)})" for s, r in self.residue_unchecked.items())
                 lines += ["", f"Not checked, so not known to be clean: {why}."]
+        if self.user_erasure is not None:
+            ue = self.user_erasure
+            where = ", ".join(f"{k}: {v}" for k, v in ue["by_surface"].items()) or "none"
+            lines += ["", f"User erasure (forget scope: user; each user's fingerprint = canary, PII of "
+                          f"their turns, distinctive phrases): {f(ue['remaining_fraction'])} of the "
+                          f"fingerprint strings remain [{f(ue['ci'][0])}, {f(ue['ci'][1])}], by surface "
+                          f"(strings, summed over users): {where}."]
         lines += [
             "",
             "PR: share of questions answered correctly by the default answer rule (LongMemEval's "
@@ -501,6 +515,37 @@ class AuditResult:
 
 
 # --------------------------------------------------------------------------- the audit
+
+
+def _forget_users(
+    store: Any, users: list[str], instances: list[Instance], canaries: list[CanaryRecord], mode: str,
+    also: Sequence[str], cap: int, n_resamples: int, seed: int,
+) -> dict[str, Any]:
+    """Forget every user (user scope) and measure user erasure (:attr:`AuditResult.user_erasure`)."""
+    from graphs.forget import forget_user
+    from memkit.fingerprint import fingerprint
+    from memkit.residue import scan
+
+    tiered = store.tiered if isinstance(store, MemkitStore) else store
+    turns = [[t.to_dict() for _, _, ts in inst.sessions() for t in ts] for inst in instances]
+    fps = [fingerprint(turns[i], others=[t for j, ts in enumerate(turns) if j != i for t in ts],
+                       canaries=[canaries[i].value], cap=cap) for i in range(len(users))]
+    for user, fp in zip(users, fps, strict=True):
+        forget_user(tiered, user, mode, fingerprints=fp)
+    fractions: list[float] = []
+    by_surface: dict[str, int] = {}
+    per_user = []
+    for user, fp in zip(users, fps, strict=True):
+        rows = scan(tiered, secrets=fp, also=also, check_embeddings=False).per_secret()
+        left = [r for r in rows if r["total"]]
+        fractions.append(len(left) / len(fp))
+        for r in left:
+            for surface in r["counts"]:
+                by_surface[surface] = by_surface.get(surface, 0) + 1
+        per_user.append({"user_id": user, "fingerprints": len(fp), "remaining": len(left)})
+    ci = bootstrap_ci(np.array(fractions, dtype=float), n_resamples=n_resamples, seed=seed)
+    return {"fingerprints": [len(fp) for fp in fps], "remaining_fraction": float(np.mean(fractions)),
+            "ci": [float(ci[0]), float(ci[1])], "by_surface": by_surface, "per_user": per_user}
 
 
 def _probe_round(
@@ -637,7 +682,8 @@ def audit(
     synthetic_turns: int | tuple[int, int] = (6, 8),
     n_resamples: int = 1000,
     forget_steps: Sequence[str] = (),
-    target_forget_scope: str = "secret",
+    forget_scope: str = "secret",
+    fingerprint_cap: int = 50,
 ) -> AuditResult:
     """Audit an agent's memory: PR, AER per level, and FRS after an optional forget.
 
@@ -683,8 +729,13 @@ def audit(
         n_resamples: bootstrap resamples for the CIs (the study: 1000).
         forget_steps: with a target, deletion steps after the forget (``vacuum``,
             ``vacuum_full``, ``checkpoint_wal`` ...; one it lacks is reported n/a).
-        target_forget_scope: with a target, ``"secret"`` (its ``forget_secret``) or
-            ``"user"`` (its ``forget_user``).
+        forget_scope: ``"secret"`` (``forget(canary, user)`` per user; a target's
+            ``forget_secret``) or ``"user"``: a target's ``forget_user``; otherwise
+            each user is forgotten with :func:`graphs.forget.forget_user` (mode
+            ``forget_mode``, in ``store``; ``forget`` is not called) and
+            :attr:`AuditResult.user_erasure` reports each user's fingerprint
+            (:func:`memkit.fingerprint.fingerprint` of their turns against the other
+            users', with their canary; at most ``fingerprint_cap`` phrases).
 
     Returns:
         :class:`AuditResult` (``.report`` is markdown, ``.to_dict()`` JSON-ready).
@@ -701,7 +752,7 @@ def audit(
     if isinstance(agent, Target):
         from evaluators.targets.run import audit_target
 
-        return audit_target(agent, forget_scope=target_forget_scope, steps=forget_steps,
+        return audit_target(agent, forget_scope=forget_scope, steps=forget_steps,
                             delete_threads=delete_threads, forget=bool(forget), data=data, n=n,
                             seed=seed, kind=kind, synthetic_sessions=synthetic_sessions,
                             synthetic_turns=synthetic_turns, n_resamples=n_resamples)
@@ -713,6 +764,12 @@ def audit(
         check_callable(feed, 4, "feed", FEED_SIGNATURE)
     if forget is not None:
         check_callable(forget, 2, "forget", FORGET_SIGNATURE)
+    if forget_scope not in ("secret", "user"):
+        raise ValueError(f"audit: forget_scope must be 'secret' or 'user', got {forget_scope!r}")
+    if forget_scope == "user" and (forget_mode not in DELETION_MODES
+                                   or not isinstance(store, MemkitStore | TieredMemoryStore)):
+        raise ValueError("audit: forget_scope='user' needs forget_mode (a deletion mode) and a "
+                         "MemkitStore or TieredMemoryStore as store")
     instances = load_audit_instances(
         data, n, seed, synthetic_sessions=synthetic_sessions, synthetic_turns=synthetic_turns
     )
@@ -748,13 +805,17 @@ def audit(
         ],
         records=records,
     )
-    if forget is None:
+    if forget is None and forget_scope == "secret":
         validate_audit_records(records)
         return result
 
     result.forget_mode = forget_mode or "custom"
-    for user, canary in zip(users, canaries, strict=True):
-        forget(canary.value, user)
+    if forget_scope == "user":
+        result.user_erasure = _forget_users(store, users, [inst for inst, _ in planted], canaries,
+                                            str(forget_mode), also, fingerprint_cap, n_resamples, seed)
+    else:
+        for user, canary in zip(users, canaries, strict=True):
+            forget(canary.value, user)
     savers = _checkpointers(agent, feed, checkpointer)
     if residue and (store is not None or savers):
         from memkit.residue import SURFACES, scan

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -65,6 +66,7 @@ from graphs.nodes import (
     make_summarizer,
     user_turn_chunks,
 )
+from memkit.matching import matcher, redact_text
 from memkit.store import TIERS, Chunk, TieredMemoryStore
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "mmr_design",
     "redacting_design",
     "resolve_design",
+    "scrub_text",
     "scrubber",
     "study_design",
 ]
@@ -293,11 +296,34 @@ def scrubber() -> Any:
     return _SCRUBBER[0]
 
 
+def scrub_text(text: str) -> str:
+    """:func:`scrubber` ``().clean`` held to memkit's matcher: every finding of the
+    scrubber -- in the text and in its visible form (NFKC, format characters such as
+    zero-width spaces removed) -- is first redacted in every spelling
+    :mod:`memkit.matching` defines, longest first, then the scrubber cleans what is
+    left; so the result holds no copy of what it found (an email with a zero-width
+    space after ``@`` is found in the visible form and redacted in the original).
+    Replacements are the scrubber's ``{{TYPE}}``.
+    """
+    s = scrubber()
+    visible = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    found: dict[str, str] = {}
+    for source in dict.fromkeys([text, visible]):
+        for f in s.iter_filth(source):
+            if any(c.isalnum() for c in f.text):
+                found.setdefault(f.text, "{{" + str(f.type).upper() + "}}")
+    out = text
+    for secret, placeholder in sorted(found.items(), key=lambda kv: -len(kv[0])):
+        if not matcher(secret).search(placeholder):
+            out = redact_text(out, secret, placeholder)
+    return s.clean(out)
+
+
 class RedactingSummarizer:
     """A :data:`graphs.nodes.Summarizer` whose items pass through a scrubber.
 
     Each summary item's text is replaced by ``scrub(text)`` (default
-    :func:`scrubber` ``().clean``); its ``source_ids`` are kept; an item left empty
+    :func:`scrub_text`: the scrubber, then memkit's matcher on what it found); its ``source_ids`` are kept; an item left empty
     is dropped. The prior summary given for a rolling re-summarization is passed to
     the inner summarizer as stored (already scrubbed).
 
@@ -308,7 +334,7 @@ class RedactingSummarizer:
 
     def __init__(self, inner: Summarizer, scrub: Callable[[str], str] | None = None) -> None:
         self.inner = inner
-        self.scrub = scrub or scrubber().clean
+        self.scrub = scrub or scrub_text
 
     def __call__(self, chunks: list[Chunk], S: int, prior: list[str] | None = None) -> list[SummaryItem]:
         """Summarize with the inner summarizer, then scrub each item."""

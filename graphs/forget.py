@@ -14,8 +14,9 @@ mode                       steps (graph nodes, in order)
                            prior summary as context (rolling summarization), so a
                            secret the prior summary holds can survive
 ``full_purge``             ``delete_raw``, ``cascade`` (every chunk derived from a
-                           deleted raw chunk -- ``derived_from`` -- and every chunk
-                           still containing the secret), ``purge_caches``, ``compact``
+                           deleted raw chunk -- ``derived_from``, in any namespace --
+                           and every chunk still containing the secret),
+                           ``purge_caches``, ``compact``
 ``tombstone_redaction``    ``redact`` (the secret replaced in place in every tier,
                            re-embedded), ``tombstone`` (audit record: salted hash,
                            never the secret), ``purge_caches``, ``compact``
@@ -66,7 +67,10 @@ __all__ = [
     "ForgetResult",
     "ForgetState",
     "build_forget_graph",
+    "USER_LADDER",
     "forget",
+    "forget_user",
+    "user_namespaces",
 ]
 
 DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction")
@@ -145,6 +149,9 @@ class ForgetState(TypedDict, total=False):
     deleted_raw_ids: list[str]
     redacted_ids: list[str]
     result: ForgetResult
+    user_id: str
+    namespaces: list[str]
+    fingerprints: list[str]
 
 
 # --------------------------------------------------------------------------- steps
@@ -208,7 +215,9 @@ def _resummarize(ctx: _Context, state: ForgetState, result: ForgetResult) -> dic
 
 def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     ns = state.get("namespace")
-    derived = ctx.store.derived_from(state.get("deleted_raw_ids", []), namespace=ns)
+    # provenance crosses namespaces: a shared ``profiles`` summary derived from the
+    # user's deleted turn goes too (issue 21, section 5)
+    derived = ctx.store.derived_from(state.get("deleted_raw_ids", []), namespace=None)
     containing = ctx.store.find_containing(state["secret"], namespace=ns, normalized=True)
     doomed = {c.id: c for c in [*derived, *containing]}
     deleted = ctx.store.delete(list(doomed))
@@ -249,7 +258,87 @@ def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[
     return {}
 
 
+# --------------------------------------------------------------------------- user scope
+
+
+def _user_chunks(ctx: _Context, state: ForgetState, tiers: Sequence[str] | None = None) -> list[Any]:
+    return [c for ns in state["namespaces"] for c in ctx.store.chunks(namespace=ns, tiers=tiers)]
+
+
+def _delete_user_raw(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    hits = _user_chunks(ctx, state, ["raw"])
+    deleted = ctx.store.delete([c.id for c in hits])
+    _merge(result.deleted, _by_tier(ctx.store, hits, deleted))
+    result.affected_sessions = sorted({c.session_id for c in hits if c.id in set(deleted)})
+    return {"deleted_raw_ids": list(deleted)}
+
+
+def _delete_user_all(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    """Every chunk of the user's namespaces (all tiers) and every chunk derived from
+    them in any namespace (provenance, transitively)."""
+    mine = _user_chunks(ctx, state)
+    derived = ctx.store.derived_from([c.id for c in mine] + state.get("deleted_raw_ids", []), namespace=None)
+    doomed = {c.id: c for c in [*mine, *derived]}
+    deleted = ctx.store.delete(list(doomed))
+    _merge(result.deleted, _by_tier(ctx.store, list(doomed.values()), deleted))
+    return {}
+
+
+def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    fps = state.get("fingerprints") or []
+    if fps:
+        result.cache_entries_purged += sum(int(c.purge_any(fps)) for c in ctx.caches)
+        from memkit.models import embeddings
+
+        if embeddings.cache_info().currsize:  # the shared embedder's memo of recent texts
+            from memkit.scan_engine import MultiMatcher
+
+            mm, emb = MultiMatcher(fps), embeddings()
+            held = {fps[i] for t in list(getattr(emb, "_memo", {})) for i in mm.candidates(t)}
+            for fp in sorted(held):
+                emb.forget(fp)
+    return {}
+
+
+def _redact_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    changed: list[str] = []
+    for ns in state["namespaces"]:
+        for fp in state.get("fingerprints") or []:
+            changed += [i for i in ctx.store.redact(fp, namespace=ns) if i not in changed]
+    chunks = ctx.store.get(changed)
+    _merge(result.redacted, _by_tier(ctx.store, chunks, changed))
+    result.affected_sessions = sorted({c.session_id for c in chunks if c.tier == "raw"})
+    return {"redacted_ids": list(changed)}
+
+
+def _tombstone_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    # one audit record for the user: the salted hash of the user id, never the data
+    result.tombstone = ctx.store.tombstone(
+        state["user_id"], state.get("redacted_ids", []), namespace="*",
+        reason="forget_user:tombstone_redaction",
+    )
+    return {}
+
+
+USER_LADDER: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "raw_only": ("delete_user_raw",),
+    "raw_plus_resummarize": ("delete_user_raw", "resummarize"),
+    "full_purge": ("delete_user_raw", "delete_user_all", "purge_user_caches", "compact"),
+    "tombstone_redaction": ("redact_user", "tombstone_user", "purge_user_caches", "compact"),
+}
+"""The steps of each deletion mode at user scope (:func:`forget_user`): the user's
+namespaces instead of the chunks holding one secret, the user's fingerprint
+(:func:`memkit.fingerprint.fingerprint`) instead of one secret for redaction and the
+LLM-cache purge."""
+
+
 _STEPS: dict[str, Callable[[_Context, ForgetState, ForgetResult], dict[str, Any]]] = {
+    "delete_user_raw": _delete_user_raw,
+    "delete_user_all": _delete_user_all,
+    "purge_user_caches": _purge_user_caches,
+    "redact_user": _redact_user,
+    "tombstone_user": _tombstone_user,
     "delete_raw": _delete_raw,
     "resummarize": _resummarize,
     "cascade": _cascade,
@@ -264,7 +353,7 @@ DISK_SURFACES = ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_h
 """Residue-scanner surfaces that only compaction cleans."""
 
 
-def _plan(ctx: _Context, mode: str, unverified_ok: bool) -> tuple[list[str], dict[str, str]]:
+def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) -> tuple[list[str], dict[str, str]]:
     """The steps ``mode`` will run here and the surfaces it cannot clean, decided
     before any change.
 
@@ -272,7 +361,7 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool) -> tuple[list[str], dic
         StoreError: the mode compacts, the store cannot be compacted, and
             ``unverified_ok`` is False (nothing has been changed).
     """
-    steps = list(LADDER[mode])
+    steps = list((USER_LADDER if user else LADDER)[mode])
     unverified: dict[str, str] = {}
     if "compact" in steps:
         reason = ctx.store.compaction_blocker()
@@ -292,9 +381,41 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool) -> tuple[list[str], dic
     return steps, unverified
 
 
+def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
+    """Re-read the whole store (every namespace) and the caches for any of the user's
+    fingerprints; fill ``verified``/``remaining`` (chunks holding one, per surface)."""
+    from memkit.scan_engine import MultiMatcher
+
+    fps = state.get("fingerprints") or []
+    counts = {"text_raw": 0, "text_summary": 0, "text_other": 0, "metadata": 0}
+    if fps:
+        mm = MultiMatcher(fps)
+        for c in ctx.store.chunks():
+            if mm.search(c.text):
+                counts[f"text_{c.tier}" if c.tier in TIERS else "text_other"] += 1
+            elif mm.contains([c.id, c.namespace, c.session_id, *c.source_ids,
+                              *(str(k) for k in c.extra), *(str(v) for v in c.extra.values())]):
+                counts["metadata"] += 1
+        if ctx.caches:
+            counts["cache"] = sum(1 for cache in ctx.caches for entry in cache.entries()
+                                  if mm.contains(list(entry)))
+    left = sum(len(ctx.store.chunks(namespace=ns)) for ns in state["namespaces"])
+    if state["mode"] == "full_purge" and left:
+        counts["text_other"] += left  # chunks of the user's namespaces (full_purge deletes them all)
+    result.remaining = {k: v for k, v in counts.items() if v}
+    result.verified = [k for k, v in counts.items() if not v]
+    if "compact" in result.steps:
+        result.rewritten = list(DISK_SURFACES)
+    elif not result.unverified:
+        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
+
+
 def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
     """Re-read the store and the caches for the secret; fill ``verified``/``remaining``."""
     if state["mode"] == "none":
+        return
+    if state.get("user_id") is not None:
+        _verify_user(ctx, state, result)
         return
     m = matcher(state["secret"])
     left = ctx.store.find_containing(state["secret"], namespace=state.get("namespace"), normalized=True)
@@ -306,6 +427,15 @@ def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
             counts["metadata"] += 1
     for surface, n in ctx.store.copies_in_other_collections(state["secret"]).items():
         counts[surface] += n
+    if state.get("namespace") is not None:
+        # chunks of other namespaces derived from what this forget deleted or redacted
+        # (provenance, transitively) that still hold the secret: the forget is not
+        # verified while they do
+        touched = [*state.get("deleted_raw_ids", []), *state.get("redacted_ids", []),
+                   *(i for ids in result.deleted.values() for i in ids)]
+        for c in ctx.store.derived_from(list(dict.fromkeys(touched)), namespace=None):
+            if c.namespace != state["namespace"] and m.search(c.text):
+                counts[f"text_{c.tier}" if c.tier in TIERS else "text_other"] += 1
     if ctx.caches:
         counts["cache"] = sum(
             1 for cache in ctx.caches for entry in cache.entries() if contains_secret(list(entry), state["secret"])
@@ -391,6 +521,78 @@ def forget(
     return result
 
 
+def user_namespaces(store: TieredMemoryStore, user_id: str) -> list[str]:
+    """The store's namespaces that belong to ``user_id``: the namespace equal to it, and
+    every namespace with it as one of its ``"."``-separated labels (a LangGraph
+    namespace ``("memories", user_id, ...)`` in a :class:`~memkit.langgraph_store.MemkitStore`)."""
+    names = {c.namespace for c in store.chunks()}
+    return sorted(n for n in names if n == user_id or user_id in n.split("."))
+
+
+def forget_user(
+    store: TieredMemoryStore,
+    user_id: str,
+    mode: str,
+    *,
+    fingerprints: Sequence[str] | None = None,
+    turns: Sequence[Any] | None = None,
+    others: Sequence[Any] = (),
+    canaries: Sequence[str] = (),
+    namespaces: Sequence[str] | None = None,
+    S: int | None = None,
+    summarizer: Summarizer | None = None,
+    cache: Any | Sequence[Any] | None = None,
+    unverified_ok: bool = False,
+) -> ForgetResult:
+    """Forget a *user* (:data:`USER_LADDER`): every chunk of the user's namespaces in
+    every tier, what derives from them in any namespace, the LLM-cache entries whose
+    prompts hold any of the user's fingerprints, then compaction -- as far as ``mode``
+    goes (``raw_only``: the user's raw chunks only; ``tombstone_redaction``: every
+    fingerprint redacted in the user's namespaces).
+
+    Args:
+        store: the memory (changed in place).
+        user_id: the user.
+        mode: one of :data:`DELETION_MODES`.
+        fingerprints: the strings that identify the user's data
+            (:func:`memkit.fingerprint.fingerprint`); default: computed from
+            ``turns`` (default: the texts of the user's raw chunks), ``others``
+            (default: the raw chunks of every other namespace) and ``canaries``.
+        namespaces: the user's namespaces (default :func:`user_namespaces`).
+        S, summarizer, cache, unverified_ok: as :func:`forget`.
+
+    Returns:
+        A :class:`ForgetResult` whose ``namespace`` is ``user_id`` and whose
+        ``remaining`` counts chunks (any namespace) and cache entries that still hold a
+        fingerprint, per surface.
+
+    Raises:
+        ValueError: unknown mode, empty user id. StoreError: as :func:`forget`.
+    """
+    from memkit.fingerprint import fingerprint
+
+    if mode not in DELETION_MODES:
+        raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
+    if not isinstance(user_id, str) or not user_id:
+        raise ValueError("forget_user: user_id must be a non-empty string")
+    ns = list(namespaces) if namespaces is not None else user_namespaces(store, user_id)
+    if fingerprints is None:
+        if turns is None:
+            turns = [c.text for n in ns for c in store.chunks(namespace=n, tiers=["raw"])]
+            others = others or [c.text for c in store.chunks(tiers=["raw"]) if c.namespace not in ns]
+        fingerprints = fingerprint(turns, others=others, canaries=canaries)
+    ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
+    plan, unverified = _plan(ctx, mode, unverified_ok, user=True)
+    state: ForgetState = {"secret": "", "mode": mode, "namespace": None, "S": S, "user_id": user_id,
+                          "namespaces": ns, "fingerprints": list(fingerprints)}
+    result = ForgetResult(mode=mode, namespace=user_id, unverified=unverified)
+    for step in plan:
+        state.update(_STEPS[step](ctx, state, result))  # type: ignore[typeddict-item]
+        result.steps.append(step)
+    _verify(ctx, state, result)
+    return result
+
+
 # --------------------------------------------------------------------------- graph
 
 
@@ -410,7 +612,9 @@ def build_forget_graph(
 
     Returns:
         A compiled LangGraph taking :class:`ForgetState` input (``secret``, ``mode``,
-        ``namespace``, optional ``S``) and returning it with ``result``
+        ``namespace``, optional ``S``; or, for the user-scope branch, ``user_id``,
+        ``namespaces`` and ``fingerprints`` -- see :func:`forget_user`) and returning it
+        with ``result``
         (:class:`ForgetResult`). An unknown mode raises ``ValueError`` at invoke.
     """
     ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(caches))
@@ -424,9 +628,15 @@ def build_forget_graph(
         return route
 
     def start(state: ForgetState) -> dict[str, Any]:
-        _check(state.get("secret", ""), state.get("mode", ""))
-        plan, unverified = _plan(ctx, state["mode"], bool(state.get("unverified_ok")))
-        result = ForgetResult(mode=state["mode"], namespace=state.get("namespace"), unverified=unverified)
+        user = state.get("user_id") is not None
+        if user:  # the user-scope branch (USER_LADDER)
+            if state.get("mode") not in DELETION_MODES:
+                raise ValueError(f"unknown deletion mode {state.get('mode')!r}; use one of {DELETION_MODES}")
+        else:
+            _check(state.get("secret", ""), state.get("mode", ""))
+        plan, unverified = _plan(ctx, state["mode"], bool(state.get("unverified_ok")), user=user)
+        result = ForgetResult(mode=state["mode"], namespace=state.get("user_id") or state.get("namespace"),
+                              unverified=unverified)
         return {"result": result, "plan": plan}
 
     def verify(state: ForgetState) -> dict[str, Any]:
@@ -448,7 +658,7 @@ def build_forget_graph(
     graph.add_edge(START, "route")
     graph.add_edge("verify", END)
     successors: dict[str | None, set[str]] = {}
-    for steps in LADDER.values():
+    for steps in [*LADDER.values(), *USER_LADDER.values()]:
         for plan in {steps, tuple(s for s in steps if s != "compact")}:
             chain = [None, *plan]
             for a, b in zip(chain, [*plan, "verify"], strict=True):

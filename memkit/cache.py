@@ -147,6 +147,33 @@ class LLMCache(BaseCache):
             return [tuple(r) for r in con.execute(
                 "SELECT prompt, llm_string, response FROM llm_cache ORDER BY key")]
 
+    def purge_any(self, secrets: Sequence[str]) -> int:
+        """:meth:`purge` for many secrets at once (a user's fingerprint): delete the
+        entries holding a copy of any of them (one prefilter pass per value,
+        :class:`memkit.scan_engine.MultiMatcher`), then VACUUM once.
+
+        Returns:
+            The number of entries deleted.
+
+        Raises:
+            ValueError: no secrets, or a secret without letters or digits.
+        """
+        from memkit.scan_engine import MultiMatcher
+
+        mm = MultiMatcher(list(secrets))
+        with self._connect() as con:
+            doomed: Sequence[tuple[str]] = [
+                (key,)
+                for key, prompt, llm_string, response in con.execute(
+                    "SELECT key, prompt, llm_string, response FROM llm_cache")
+                if mm.contains([prompt, llm_string, response])
+            ]
+            con.execute("BEGIN IMMEDIATE")
+            con.executemany("DELETE FROM llm_cache WHERE key = ?", doomed)
+            con.execute("COMMIT")
+            con.execute("VACUUM")
+        return len(doomed)
+
     def purge(self, secret: str) -> int:
         """Delete the entries whose prompt, model string or response holds ``secret``,
         then VACUUM.

@@ -41,7 +41,7 @@ import numpy as np
 
 from memkit.matching import SecretMatcher
 
-__all__ = ["WIDE_ENCODINGS", "WideSpan", "alphabet", "wide_spans"]
+__all__ = ["WIDE_ENCODINGS", "WideSpan", "alphabet", "alphabet_of", "wide_spans"]
 
 WIDE_ENCODINGS: tuple[tuple[str, int], ...] = (
     ("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4),
@@ -68,6 +68,8 @@ class WideSpan:
         encoding: codec name (:data:`WIDE_ENCODINGS`).
         text: decoded text around the copy (the run it was found in, clipped).
         text_start, text_end: the copy's character offsets in ``text``.
+        secret_index: with a :class:`~memkit.scan_engine.MultiMatcher`, which secret
+            this is a copy of (``None`` for one secret).
     """
 
     start: int
@@ -77,6 +79,7 @@ class WideSpan:
     text: str
     text_start: int
     text_end: int
+    secret_index: int | None = None
 
 
 @lru_cache(maxsize=1)
@@ -100,13 +103,11 @@ def _base_table() -> np.ndarray:
     return table
 
 
-@lru_cache(maxsize=256)
-def alphabet(secret: str) -> np.ndarray:
-    """Lookup table (bool, length 0x110001, the last slot for code units beyond Unicode)
-    of the code points a copy of ``secret`` can contain (module doc): :func:`_base_table`
-    plus every spelling of each of its skeleton characters (``matching._tables``:
-    variants, characters folding to several), the first character of their
-    decomposed spellings, and the secret's own characters."""
+def _copy_chars(secret: str) -> set[str]:
+    """The characters a copy of ``secret`` may hold beyond :func:`_base_table`: every
+    spelling of each of its skeleton characters (``matching._tables``: variants,
+    characters folding to several), the first character of their decomposed
+    spellings, and the secret's own characters."""
     from memkit.matching import _tables, skeleton
 
     variants, _, _, multi_rev = _tables()
@@ -119,17 +120,33 @@ def alphabet(secret: str) -> np.ndarray:
         for form in ("NFD", "NFKD"):
             for x in (ch, ch.upper(), ch.lower()):
                 chars.add(unicodedata.normalize(form, x)[:1] or x)
+    return chars
+
+
+@lru_cache(maxsize=64)
+def alphabet_of(secrets: tuple[str, ...]) -> np.ndarray:
+    """Lookup table (bool, length 0x110001, the last slot for code units beyond Unicode)
+    of the code points a copy of any of ``secrets`` can contain (module doc):
+    :func:`_base_table` plus :func:`_copy_chars` of each secret."""
+    chars: set[str] = set()
+    for secret in secrets:
+        chars |= _copy_chars(secret)
     table = _base_table().copy()
     table[[ord(ch) for ch in chars if ord(ch) < _MAX_CP]] = True
     table[_MAX_CP] = False
     return table
 
 
-@lru_cache(maxsize=256)
-def _utf16_table(secret: str) -> np.ndarray:
-    """:func:`alphabet` over UTF-16 code units: the BMP part, plus every surrogate half
-    (an astral spelling or separator is a pair of them)."""
-    table = alphabet(secret)[:0x10000].copy()
+def alphabet(secret: str) -> np.ndarray:
+    """:func:`alphabet_of` one secret."""
+    return alphabet_of((secret,))
+
+
+@lru_cache(maxsize=64)
+def _utf16_table(secrets: tuple[str, ...]) -> np.ndarray:
+    """:func:`alphabet_of` over UTF-16 code units: the BMP part, plus every surrogate
+    half (an astral spelling or separator is a pair of them)."""
+    table = alphabet_of(secrets)[:0x10000].copy()
     table[0xD800:0xE000] = True
     return table
 
@@ -157,7 +174,7 @@ def _units(buf: Any, offset: int, width: int, big: bool, count: int) -> np.ndarr
     return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
 
 
-def _text_spans(text: str, m: SecretMatcher) -> list[tuple[int, int, str]]:
+def _text_spans(text: str, m: SecretMatcher) -> list[tuple[int, int, str, int | None]]:
     """Copies in a run of decoded text: the UTF-8 byte pattern over its UTF-8 encoding
     (in a run every non-ASCII character is a separator or a spelling of the secret, so
     this is the text pattern's result or more, and several times faster), plus the text
@@ -171,15 +188,16 @@ def _text_spans(text: str, m: SecretMatcher) -> list[tuple[int, int, str]]:
         return []
     out = []
     at_byte = at_char = 0
-    for s, e, kind in spans:  # byte offsets -> character offsets, left to right
+    for s, e, kind, *idx in spans:  # byte offsets -> character offsets, left to right
         at_char += len(data[at_byte:s].decode("utf-8", errors="replace"))
         at_byte = s
-        out.append((at_char, at_char + len(data[s:e].decode("utf-8", errors="replace")), kind))
+        out.append((at_char, at_char + len(data[s:e].decode("utf-8", errors="replace")), kind,
+                    idx[0] if idx else None))
     if _multi_chars().search(text) is not None:
-        for s, e, kind in m.spans(text):
-            if not any(s < oe and os_ < e for os_, oe, _ in out):
-                out.append((s, e, kind))
-    return sorted(out)
+        for s, e, kind, *idx in m.spans(text):
+            if not any(s < oe and os_ < e for os_, oe, _, _ in out):
+                out.append((s, e, kind, idx[0] if idx else None))
+    return sorted(out, key=lambda t: (t[0], t[1]))
 
 
 def _pass(buf: Any, base: int, length: int, codec: str, width: int, align: int,
@@ -205,12 +223,12 @@ def _pass(buf: Any, base: int, length: int, codec: str, width: int, align: int,
         raw = bytes(buf[lo: base + align + e * width])
         text = raw.decode(codec, errors="replace")
         at_char, at_byte = 0, lo
-        for ts, te, kind in _text_spans(text, m):  # character offsets -> byte offsets
+        for ts, te, kind, idx in _text_spans(text, m):  # character offsets -> byte offsets
             at_byte += len(text[at_char:ts].encode(codec, errors="replace"))
             at_char = ts
             end = at_byte + len(text[ts:te].encode(codec, errors="replace"))
             clip_lo, clip_hi = max(0, ts - 64), min(len(text), te + 64)
-            yield WideSpan(at_byte, end, kind, codec, text[clip_lo:clip_hi], ts - clip_lo, te - clip_lo)
+            yield WideSpan(at_byte, end, kind, codec, text[clip_lo:clip_hi], ts - clip_lo, te - clip_lo, idx)
 
 
 class _Intervals:
@@ -238,7 +256,8 @@ class _Intervals:
 
 def wide_spans(buf: Any, m: SecretMatcher,
                exclude: list[tuple[int, int]] | None = None) -> list[WideSpan]:
-    """Every copy of ``m.secret`` in ``buf`` (bytes, bytearray, mmap) read as UTF-16
+    """Every copy of ``m``'s secret (or secrets, for a
+    :class:`~memkit.scan_engine.MultiMatcher`) in ``buf`` (bytes, bytearray, mmap) read as UTF-16
     LE/BE and UTF-32 LE/BE at every alignment, in order of offset. Where readings
     overlap (the same text seen through two encodings or alignments) one is kept, a
     reading aligned to its code unit first; copies overlapping a UTF-8 copy in
@@ -250,9 +269,13 @@ def wide_spans(buf: Any, m: SecretMatcher,
     size = len(buf)
     if size < 2:
         return []
-    table32 = alphabet(m.secret)
-    table16 = _utf16_table(m.secret)
-    min_len = _min_units(m.secret, len(m.skeleton))
+    from memkit.matching import skeleton
+
+    # One secret, or every secret of a MultiMatcher: one pass over the union alphabet.
+    secrets = tuple(m.secrets) if hasattr(m, "secrets") else (m.secret,)
+    table32 = alphabet_of(secrets)
+    table16 = _utf16_table(secrets)
+    min_len = min(_min_units(s, len(skeleton(s))) for s in secrets)
     candidates: list[tuple[bool, int, WideSpan]] = []
     step = _WINDOW_BYTES - _OVERLAP_BYTES
     base = 0

@@ -39,7 +39,7 @@ from typing import Any
 from memkit.containers import Budget, Limits, container_kind, open_members
 from memkit.coverage import FileCoverage, Snapshot
 from memkit.encodings import WIDE_ENCODINGS, wide_spans
-from memkit.fulltext import fulltext_hits, fulltext_tables, shadow_tables
+from memkit.fulltext import fulltext_hits_each, fulltext_tables, shadow_tables
 from memkit.matching import SecretMatcher
 
 __all__ = ["CACHE", "DISK", "HNSW_FILES", "SIDE", "Family", "Scanner", "content_kind"]
@@ -296,16 +296,16 @@ class Scanner:
         m, report = self.m, self.report
         loc = _mask(label, m)
         spans = m.byte_spans(data)
-        for s, e, kind in spans:
+        for s, e, kind, *idx in spans:
             lo, hi = max(0, s - 24), min(len(data), e + 24)
             window = _printable(bytes(data[lo:hi]))
-            report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, spans, lo, hi)))
-        wide = wide_spans(data, m, exclude=[(s, e) for s, e, _ in spans])
+            report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, spans, lo, hi), *idx))
+        wide = wide_spans(data, m, exclude=[(sp[0], sp[1]) for sp in spans])
         for w in wide:
             lo, hi = max(0, w.text_start - 24), min(len(w.text), w.text_end + 24)
             snippet = _render(w.text, 0, [(w.text_start, w.text_end, w.kind)], lo, hi)
             snippet = "".join(c if c.isprintable() else "." for c in snippet)
-            report.add(Hit(surface, f"{loc}@{w.start} [{w.encoding}]", w.kind, snippet))
+            report.add(Hit(surface, f"{loc}@{w.start} [{w.encoding}]", w.kind, snippet, w.secret_index))
         return len(spans) + len(wide)
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
@@ -370,12 +370,12 @@ class Scanner:
             except sqlite3.Error as exc:
                 cov.left.append(f"table {t} cannot be read ({exc})")
         cov.decoders.append("sqlite")
-        hits, problems = fulltext_hits(con, m)
+        hits, problems = fulltext_hits_each(con, m)
         if fts:
             cov.decoders.append("fulltext")
-        for h in hits:
+        for idx, h in hits:
             report.add(Hit(family.fulltext, _mask(f"{name}:{h.table} {h.how.split()[0]} rowid={h.rowid}", m), h.kind,
-                           f"full-text index holds the secret ({h.how}); its row does not show it"))
+                           f"full-text index holds the secret ({h.how}); its row does not show it", idx))
         cov.left.extend(problems)
         for problem in problems:
             report.skip(family.fulltext, f"{label}: {problem}")

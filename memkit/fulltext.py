@@ -31,10 +31,11 @@ import sqlite3
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from memkit.matching import SecretMatcher
 
-__all__ = ["FulltextHit", "fulltext_hits", "fulltext_tables", "shadow_tables"]
+__all__ = ["FulltextHit", "fulltext_hits", "fulltext_hits_each", "fulltext_tables", "shadow_tables"]
 
 _USING = re.compile(r"\busing\s+(fts[345])\b", re.I)
 _TOKENIZE = re.compile(r"\btokenize\s*=\s*['\"]?\s*([A-Za-z0-9_]+)", re.I)
@@ -184,6 +185,24 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher) -> tuple[list[Fullt
             if not _row_shows(con, table, rowid, m):
                 hits.setdefault((table, rowid), FulltextHit(table, rowid, how, kind))
     return list(hits.values()), problems
+
+
+def fulltext_hits_each(con: sqlite3.Connection, m: Any) -> tuple[list[tuple[int | None, FulltextHit]], list[str]]:
+    """:func:`fulltext_hits` for each secret of ``m`` (a matcher, or a
+    :class:`~memkit.scan_engine.MultiMatcher`: one set of queries per secret).
+
+    Returns:
+        ``(hits, problems)``: ``(secret index or None, hit)`` pairs, and each problem once.
+    """
+    from memkit.scan_engine import each_secret
+
+    hits: list[tuple[int | None, FulltextHit]] = []
+    problems: list[str] = []
+    for idx, one in each_secret(m):
+        found, trouble = fulltext_hits(con, one)
+        hits += [(idx, h) for h in found]
+        problems += [p for p in trouble if p not in problems]
+    return hits, problems
 
 
 def _mask_query(q: str, m: SecretMatcher) -> str:

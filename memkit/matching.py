@@ -1,5 +1,5 @@
 r"""What counts as a copy of a secret: the one matcher forget, redaction, the residue
-scanner, the LLM cache and the probe detectors share (DESIGN.md, Verdicts and surfaces).
+scanner, the LLM cache and the probe detectors share (README, "What counts as a copy").
 
 A copy of a secret is its *skeleton* (the letters and digits of its NFKC, case-folded
 form, in order) with any number of *separators* between them; the secret exactly as
@@ -27,9 +27,20 @@ ANSI colour codes. In bytes, any non-ASCII UTF-8 character may also separate (a
 superset of the text separators), but NUL and other non-whitespace control bytes do
 not (binary files would otherwise match short digit runs everywhere).
 
-A run of separators is atomic and stops where the next character's spelling starts,
-so an encoded character of the secret is never taken for a separator and matching
-takes linear time whatever the text (``benchmarks/bench_matcher.py``).
+A run of separators is atomic, holds at most :data:`MAX_SEPARATORS` (16) separators,
+and stops where the next character's spelling starts, so an encoded character of the
+secret is never taken for a separator. Every repetition inside a spelling or a
+separator is bounded too (64 backslashes, 8 leading zeros, 500 characters of a tag or
+comment), so a copy is at most :attr:`SecretMatcher.max_bytes` long.
+
+Complexity: one match attempt reads at most ``max_bytes`` characters and never
+backtracks into a separator run (atomic groups, possessive repeats), so a search over
+``n`` characters takes ``O(n * max_bytes)`` time in the worst case and ``O(n)`` for a
+fixed secret -- linear, whatever the text (``tests/test_scan_engine.py`` checks it on
+adversarial families of every encoding: time at 4x the size within 5x the time). Many
+secrets at once: :mod:`memkit.scan_engine` runs :func:`prefilter_pattern` of every
+secret in one automaton pass (RE2, no backtracking) and confirms the hits with these
+patterns; memory is independent of the input size (``benchmarks/bench_scan.py``).
 
 A match is ``exact`` when it is the secret verbatim, else ``normalized``. Text
 patterns work on ``str``; byte patterns on UTF-8 bytes (files on disk, blobs).
@@ -38,8 +49,9 @@ from once per process (about a second).
 
 Matching is deliberately generous: a reader who sees ``x q 7 violet 3829`` has the
 secret, so a verdict of "clean" must not count that as absent. Left out: homoglyphs
-of other scripts (Cyrillic ``Х``), text reversed by bidi overrides, and a secret
-split across two stored values.
+of other scripts (Cyrillic ``Х``), text reversed by bidi overrides, a secret split
+across two stored values, and more than :data:`MAX_SEPARATORS` separators between two
+of its characters.
 """
 
 from __future__ import annotations
@@ -58,6 +70,8 @@ __all__ = [
     "SecretMatcher",
     "contains_secret",
     "matcher",
+    "max_copy_bytes",
+    "prefilter_pattern",
     "redact_json",
     "redact_text",
     "secret_bytes_regex",
@@ -197,8 +211,8 @@ def _decomposed(ch: str) -> set[str]:
 
 
 def _hexdigits(cp: int) -> str:
-    """Regex for ``cp`` in hex, any case, after optional leading zeros."""
-    return "0*" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{cp:x}")
+    """Regex for ``cp`` in hex, any case, after up to 8 leading zeros."""
+    return "0{0,8}" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{cp:x}")
 
 
 def _encoded(ch: str) -> list[str]:
@@ -209,11 +223,11 @@ def _encoded(ch: str) -> list[str]:
     if cp > 0xFFFF:
         v = cp - 0x10000
         hi, lo = 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)
-        json_esc = _BS + "u" + _hex4(hi) + r"\\++u" + _hex4(lo)
+        json_esc = _BS + "u" + _hex4(hi) + r"\\{1,64}+u" + _hex4(lo)
     else:
         json_esc = _BS + "u" + _hex4(cp)
     pct = "".join("%" + _hex2(byte) for byte in ch.encode("utf-8"))
-    return [json_esc, f"&#0*{cp};?", f"&#[xX]{_hexdigits(cp)};?", pct]
+    return [json_esc, f"&#0{{0,8}}{cp};?", f"&#[xX]{_hexdigits(cp)};?", pct]
 
 
 def _hex4(cp: int) -> str:
@@ -224,9 +238,9 @@ def _hex2(byte: int) -> str:
     return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{byte:02x}")
 
 
-_BS = r"\\(?<!\\\\\\)\\*+"
-"""A run of backslashes, matched only from its first backslash (the lookbehind) and
-possessively: a long run costs linear time. It starts with a literal backslash, so
+_BS = r"\\(?<!\\\\\\)\\{0,63}+"
+"""A run of up to 64 backslashes (JSON nested 6 deep), matched only from its first
+backslash (the lookbehind) and possessively. It starts with a literal backslash, so
 sre can still skip ahead by a first-character set."""
 
 
@@ -263,13 +277,13 @@ def _char_spellings(c: str, own: frozenset[str] = frozenset()) -> tuple[str, byt
 
 
 _SEP_PATTERNS = [
-    r"\x1b\[[0-?]*+[ -/]*+[@-~]",                                     # ANSI colour codes
+    r"\x1b\[[0-?]{0,32}+[ -/]{0,8}+[@-~]",                            # ANSI colour codes
     r"<!--(?:(?!-->)[\s\S]){0,500}-->",                                # HTML comments
     r"</?[A-Za-z][^<>]{0,500}>",                                       # HTML tags
     r"&(?:[A-Za-z][A-Za-z0-9]{1,31};|(?:nbsp|amp|lt|gt|quot|apos|shy|ndash|mdash|thinsp|ensp|emsp)"
     r"(?![A-Za-z0-9])|#[0-9]{1,7};?|#[xX][0-9A-Fa-f]{1,6};?)",         # HTML entities
     r"%[0-9A-Fa-f]{2}",                                                # percent-encoding
-    r"\\++(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[ntrbfv0/'\"]|)",  # escapes
+    r"\\{1,64}+(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[ntrbfv0/'\"]|)",  # escapes
 ]
 """Multi-character separators, tried before the separator characters: encodings a
 reader's tools render away. Any of them may stand between a secret's characters, but
@@ -294,13 +308,31 @@ def _sep_bytes() -> bytes:
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
 
+MAX_SEPARATORS = 16
+"""The most separators (characters or encoded constructs of :data:`_SEP_PATTERNS`)
+between two consecutive characters of a copy. Bounding the run bounds a copy's length
+(:attr:`SecretMatcher.max_bytes`), which makes matching linear-time and lets a stream
+be scanned in chunks with a fixed overlap."""
+
+MAX_SEPARATOR_BYTES = 512
+"""An upper bound on the UTF-8 length of one separator (the longest: an HTML comment
+of 500 characters, 507 bytes)."""
+
+MAX_SPELLING_BYTES = 256
+"""An upper bound on the UTF-8 length of one character's spelling (the longest: a
+surrogate-pair JSON escape behind 64 backslashes each, 138 bytes; a decomposed letter
+escaped mark by mark)."""
+
+
 def _run(sep: Any, nxt: Any) -> Any:
-    """An atomic run of separators that stops where ``nxt`` (the next character's
-    spellings) starts: ``(?>(?:(?!nxt)sep)*)``. Linear time, and a separator can never
-    swallow an encoded character of the secret."""
+    """An atomic run of at most :data:`MAX_SEPARATORS` separators that stops where
+    ``nxt`` (the next character's spellings) starts:
+    ``(?>(?:(?!nxt)sep){0,MAX_SEPARATORS})``. A separator can never swallow an encoded
+    character of the secret, and no attempt reads past a bounded window (module doc,
+    Complexity)."""
     if isinstance(sep, bytes):
-        return b"(?>(?:(?!" + nxt + b")" + sep + b")*)"
-    return "(?>(?:(?!" + nxt + ")" + sep + ")*)"
+        return b"(?>(?:(?!" + nxt + b")" + sep + b"){0,%d})" % MAX_SEPARATORS
+    return "(?>(?:(?!" + nxt + ")" + sep + f"){{0,{MAX_SEPARATORS}}})"
 
 
 @dataclass(frozen=True)
@@ -318,6 +350,16 @@ class SecretMatcher:
     skeleton: str
     text: re.Pattern[str]
     bytes: re.Pattern[bytes]
+
+    @property
+    def max_bytes(self) -> int:
+        """An upper bound on the length of a copy, in UTF-8 bytes (and so in
+        characters): every skeleton character spelled in at most
+        :data:`MAX_SPELLING_BYTES`, at most :data:`MAX_SEPARATORS` separators of at
+        most :data:`MAX_SEPARATOR_BYTES` between two of them; never less than the
+        secret as given. A stream scanned in chunks that overlap by this many bytes
+        misses no copy (:mod:`memkit.scan_engine`)."""
+        return max_copy_bytes(self.secret)
 
     def search(self, text: str) -> bool:
         """Whether ``text`` holds a copy (the secret as given always counts)."""
@@ -402,18 +444,28 @@ class SecretMatcher:
         raise ValueError("redact: the text still holds the secret after 100 passes")
 
 
-@lru_cache(maxsize=256)
-def matcher(secret: str) -> SecretMatcher:
-    """The :class:`SecretMatcher` of ``secret`` (compiled once, cached).
+def max_copy_bytes(secret: str) -> int:
+    """:attr:`SecretMatcher.max_bytes` without compiling the matcher: for a skeleton of
+    ``n`` characters, ``n * MAX_SPELLING_BYTES + (n - 1) * MAX_SEPARATORS *
+    MAX_SEPARATOR_BYTES`` bytes, and never less than the secret as given.
 
     Raises:
-        TypeError: not a string. ValueError: no letter or digit in the secret.
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    n = len(skeleton(secret))
+    bound = n * MAX_SPELLING_BYTES + (n - 1) * MAX_SEPARATORS * MAX_SEPARATOR_BYTES
+    return max(bound, len(secret.encode("utf-8")))
+
+
+def _structure(secret: str) -> tuple[str, list[str], dict[str, frozenset[str]]]:
+    """(skeleton; its stretches, one per character of the secret -- a character whose
+    fold is several, ``ß`` -> ``ss``, may be written either way, so its stretch gets
+    both spellings; the secret's own characters by the skeleton character they fold to).
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
     """
     sk = skeleton(secret)
-    multi = _tables()[2]
-    sep_t, sep_b = _sep_text(), _sep_bytes()
-    # A character of the secret whose fold is several (``ß`` -> ``ss``) may be written
-    # either way: its stretch of the skeleton gets both spellings.
     groups = [g for g in ("".join(c for c in _fold(ch) if c.isalnum())
                           for ch in unicodedata.normalize("NFKC", secret)) if g]
     if "".join(groups) != sk:  # combining sequences fold differently one by one
@@ -423,6 +475,19 @@ def matcher(secret: str) -> SecretMatcher:
         core = "".join(c for c in _fold(ch) if c.isalnum())
         if len(core) == 1:
             own[core] = own.get(core, frozenset()) | {ch}
+    return sk, groups, own
+
+
+@lru_cache(maxsize=256)
+def matcher(secret: str) -> SecretMatcher:
+    """The :class:`SecretMatcher` of ``secret`` (compiled once, cached).
+
+    Raises:
+        TypeError: not a string. ValueError: no letter or digit in the secret.
+    """
+    sk, groups, own = _structure(secret)
+    multi = _tables()[2]
+    sep_t, sep_b = _sep_text(), _sep_bytes()
     # units: (text fragment, bytes fragment, text first-spellings, bytes first-spellings)
     units: list[tuple[str, bytes, str, bytes]] = []
     for span in groups:
@@ -442,6 +507,77 @@ def matcher(secret: str) -> SecretMatcher:
         text_pat += _run(sep_t, first_t) + t_frag
         byte_pat += _run(sep_b, first_b) + b_frag
     return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
+
+
+_PRE_SEP = (r"(?:[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]|[\x80-\xff]|<!--[\s\S]*-->|</?[A-Za-z][^<>]*>"
+            r"|&#?[A-Za-z0-9]+|%[0-9A-Fa-f]{2}|\\+(?:[uUx][0-9A-Fa-f]+|[ntrbfv0/'\"])"
+            r"|\x1b\[[0-?]*[ -/]*[@-~])")
+"""Prefilter separator: a superset of :func:`_sep_bytes` and of the UTF-8 encoding of
+:func:`_sep_text`, without bounds or lookarounds (every ASCII byte that is not a
+letter or digit -- control characters separate in text --, any non-ASCII byte, tags,
+comments, entities, percent-encoding, escapes, ANSI codes)."""
+
+def _pre_escape(regex: str) -> str:
+    """An :func:`_encoded` regex in RE2 syntax: backslash runs and leading zeros
+    unbounded instead of the bounded, possessive, look-behind form (a superset)."""
+    return regex.replace(_BS, r"\\+").replace(r"\\{1,64}+", r"\\+").replace("0{0,8}", "0*")
+
+
+def _pre_unit(chars: set[str], own: frozenset[str] = frozenset()) -> str:
+    """Prefilter alternation for any of ``chars``, a superset of :func:`_spellings`:
+    the ASCII characters (and the ASCII bases of decomposed spellings), any UTF-8
+    sequence whose lead byte one of the others has, and the same escapes
+    :func:`_spellings` accepts."""
+    ascii_chars: set[str] = set()
+    leads: set[int] = set()
+    escs: set[str] = set()
+    for ch in chars:
+        for form in {ch} | _decomposed(ch):
+            b = form.encode("utf-8")
+            if b[0] < 0x80:
+                ascii_chars.add(form[0])
+            else:
+                leads.add(b[0])
+                escs.add(_encoded(form[0])[0])
+        if ord(ch) < 0x80:
+            escs.update(_encoded(ch))
+        elif ord(ch) < 0x2000 or 0xFF00 <= ord(ch) <= 0xFFEF or ch in own:
+            escs.add(_encoded(ch)[0])
+    alts = []
+    if ascii_chars:
+        alts.append("[" + "".join(f"\\x{ord(c):02x}" for c in sorted(ascii_chars)) + "]")
+    if leads:
+        alts.append("[" + "".join(f"\\x{b:02x}" for b in sorted(leads)) + "][\\x80-\\xbf]+")
+    alts += sorted(_pre_escape(e) for e in escs)
+    return "(?:" + "|".join(alts) + ")"
+
+
+@lru_cache(maxsize=4096)
+def prefilter_pattern(secret: str) -> str:
+    """An RE2 pattern over Latin-1 bytes whose language contains every copy
+    :func:`matcher`'s byte pattern (and :meth:`SecretMatcher.byte_spans`) accepts:
+    each skeleton character by its ASCII spellings, any UTF-8 sequence with the lead
+    byte of one of its other spellings, or one of its escapes; any number of
+    :data:`_PRE_SEP` separators between. No lookaround, no bound, no backreference,
+    so an automaton runs it in one linear pass; it may accept more than a copy, so a
+    hit is confirmed by the byte pattern (:mod:`memkit.scan_engine`).
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    sk, groups, own = _structure(secret)
+    multi = _tables()[2]
+    gap = _PRE_SEP + "*"
+    units = []
+    for span in groups:
+        chars = [(set(_variants_table().get(c, {c})) | {c} | set(own.get(c, ())), own.get(c, frozenset()))
+                 for c in span]
+        frag = gap.join(_pre_unit(cs, o) for cs, o in chars)
+        if len(span) > 1 and span in multi:
+            frag = f"(?:{_pre_unit(set(multi[span]))}|{frag})"
+        units.append(frag)
+    exact = "".join(f"\\x{b:02x}" for b in secret.encode("utf-8"))
+    return f"(?:{gap.join(units)}|{exact})"
 
 
 def secret_regex(secret: str) -> re.Pattern[str]:
@@ -502,7 +638,10 @@ def redact_text(text: str, secret: str, replacement: str = "[REDACTED]") -> str:
 
 def redact_json(value: Any, secret: str, replacement: str = "[REDACTED]") -> Any:
     """A copy of a decoded JSON-like value (dicts, lists, tuples, strings, scalars) with
-    every copy of ``secret`` in every string (keys included) replaced. A string that is
+    every copy of ``secret`` in every string (keys included) replaced, and every number
+    whose written form (:func:`scalar_text`) holds a copy (a PIN stored as
+    ``{"pin": 44107731}``) replaced by ``replacement`` itself: the value keeps its
+    shape (keys, nesting, list lengths), only that leaf changes type. A string that is
     itself a JSON document is decoded, redacted and re-serialised, so it still parses.
 
     Raises:
@@ -528,6 +667,9 @@ def redact_json(value: Any, secret: str, replacement: str = "[REDACTED]") -> Any
             return [walk(x) for x in v]
         if isinstance(v, tuple):
             return tuple(walk(x) for x in v)
+        number = scalar_text(v)
+        if number is not None and m.search(number):
+            return replacement
         return v
 
     return walk(value)

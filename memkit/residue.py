@@ -96,7 +96,7 @@ import typer
 from memkit.containers import Limits
 from memkit.coverage import FileCoverage, coverage_summary
 from memkit.filescan import CACHE, DISK, HNSW_FILES, SIDE, Scanner, content_kind
-from memkit.fulltext import fulltext_hits
+from memkit.fulltext import fulltext_hits_each
 from memkit.matching import SecretMatcher, matcher, scalar_text, secret_bytes_regex
 from memkit.store import TIERS
 
@@ -162,12 +162,15 @@ class Hit:
         location: ``collection:id[:key]``, ``file@offset``, ``table:row:column``...
         kind: ``exact``, ``normalized`` or ``stale``.
         snippet: surrounding text with every occurrence replaced by ``[SECRET]``.
+        secret_index: with ``scan(..., secrets=[...])``, the index of the secret this
+            is a copy of (``None`` for one secret, and for ``stale`` hits).
     """
 
     surface: str
     location: str
     kind: str
     snippet: str
+    secret_index: int | None = None
 
 
 @dataclass
@@ -202,6 +205,23 @@ class ResidueReport:
         if not record.complete:
             why = "; ".join(record.left) or f"{record.bytes_read} of {record.size} bytes read"
             self.skip(record.surface, f"{record.path}: {why}")
+
+    secret_labels: list[str] = field(default_factory=list)
+    """With ``scan(..., secrets=[...])``: each secret masked
+    (:func:`memkit.scan_engine.mask_secret`), by index; empty for one secret."""
+
+    def per_secret(self) -> list[dict[str, Any]]:
+        """With several secrets: ``[{"index", "secret" (masked), "total", "counts"
+        (per surface, non-zero only)}]`` for every secret, in the order given."""
+        rows = [{"index": i, "secret": label, "total": 0, "counts": {}}
+                for i, label in enumerate(self.secret_labels)]
+        for surface in SURFACES:
+            for h in self.surfaces.get(surface, []):
+                if h.secret_index is not None and h.secret_index < len(rows):
+                    row = rows[h.secret_index]
+                    row["total"] += 1
+                    row["counts"][surface] = row["counts"].get(surface, 0) + 1
+        return rows
 
     def skip(self, surface: str, reason: str) -> None:
         """Record that ``surface`` was not (fully) checked, and why."""
@@ -252,6 +272,7 @@ class ResidueReport:
             "notes": list(self.notes),
             "coverage_summary": coverage_summary(self.coverage),
             "coverage": [r.to_dict() for r in self.coverage],
+            **({"per_secret": self.per_secret()} if self.secret_labels else {}),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -272,7 +293,7 @@ def _render(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: i
     """Text of ``chars[lo:hi]`` (``start`` = offset of ``chars``) with spans masked."""
     out: list[str] = []
     i = lo
-    for s, e, _ in sorted(spans):
+    for s, e, *_ in sorted(spans):
         s, e = max(s, lo), min(e, hi)
         if e <= i or s >= hi:
             continue
@@ -293,9 +314,9 @@ def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m:
                depth: int = 0) -> None:
     spans = m.spans(text)
     loc = _mask(location, m)
-    for s, e, kind in spans:
+    for s, e, kind, *index in spans:
         lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
-        report.add(Hit(surface, loc, kind, _render(text, 0, spans, lo, hi)))
+        report.add(Hit(surface, loc, kind, _render(text, 0, spans, lo, hi), *index))
     # A JSON document (LangChain's serialised prompts, chroma's log rows) can hold the
     # secret only through its escapes (``\u00df`` for ``ß``): search it decoded too, as
     # :func:`memkit.matching.contains_secret` (the forget's cache purge) does.
@@ -322,10 +343,10 @@ def _scan_buffer(
 ) -> None:
     matches = m.byte_spans(data)
     loc = _mask(location, m)
-    for s, e, kind in matches:
+    for s, e, kind, *index in matches:
         lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
         window = _printable(bytes(data[lo:hi]))
-        report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, matches, lo, hi)))
+        report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, matches, lo, hi), *index))
 
 
 def _scan_value(
@@ -399,10 +420,10 @@ def _scan_chroma_sql(
             for vt in fts:
                 for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
                     _scan_table(con, report, "disk_fulltext", shadow, "", m)
-            hits, problems = fulltext_hits(con, m)
-            for h in hits:
+            hits, problems = fulltext_hits_each(con, m)
+            for idx, h in hits:
                 report.add(Hit("disk_fulltext", _mask(f"{h.table} {h.how.split()[0]} rowid={h.rowid}", m), h.kind,
-                               f"full-text index holds the secret ({h.how}); its row does not show it"))
+                               f"full-text index holds the secret ({h.how}); its row does not show it", idx))
             for problem in problems:
                 report.skip("disk_fulltext", f"chroma.sqlite3: {problem}")
         finally:
@@ -475,7 +496,10 @@ def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = 
     Returns:
         The report.
     """
-    m = matcher(secret)
+    return _scan_checkpoints(saver, matcher(secret), report)
+
+
+def _scan_checkpoints(saver: Any, m: Any, report: ResidueReport | None) -> ResidueReport:
     report = report if report is not None else ResidueReport(target=repr(saver))
     if all(hasattr(saver, a) for a in ("storage", "blobs", "writes", "serde")):
         _scan_memory_saver(saver, report, m)
@@ -731,8 +755,9 @@ def _scan_chroma_dir_api(
 
 def scan(
     target: TieredMemoryStore | str | Path,
-    secret: str,
+    secret: str | None = None,
     *,
+    secrets: Sequence[str] | None = None,
     cache_paths: Sequence[str | Path] = (),
     also: Sequence[str | Path] = (),
     checkpointer: Any = None,
@@ -750,6 +775,10 @@ def scan(
             copy (all tenants, databases and collections). An in-memory or HTTP store is
             read through its client (its two collections; no disk surfaces).
         secret: the string to look for (exact and normalized form).
+        secrets: instead of ``secret``, many strings at once (a user's fingerprint,
+            :func:`memkit.fingerprint.fingerprint`): one pass over every surface
+            through :class:`memkit.scan_engine.MultiMatcher`; each hit carries its
+            ``secret_index`` and :meth:`ResidueReport.per_secret` counts them.
         cache_paths: SQLite files (LLM caches) to scan (``cache`` and ``cache_disk``).
         also: side files or directories a memory layer keeps beside its store
             (history databases, JSON/JSONL, pickles, plain files), each labelled by
@@ -775,11 +804,18 @@ def scan(
     Raises:
         NotAChromaDirectory: ``target`` is a path without ``chroma.sqlite3``.
         FileNotFoundError / ValueError: a cache path that is missing or not SQLite; an
-            empty secret.
+            empty secret; both or neither of ``secret`` and ``secrets``.
     """
     from memkit.store import TieredMemoryStore
 
-    m = matcher(secret)
+    if (secret is None) == (secrets is None):
+        raise ValueError("scan: give either secret or secrets=[...]")
+    if secrets is not None:
+        from memkit.scan_engine import MultiMatcher, mask_secret
+
+        m: Any = MultiMatcher(list(secrets))
+    else:
+        m = matcher(secret)
     caches = [Path(p) for p in cache_paths]
     for a in also:
         if not Path(a).expanduser().exists():
@@ -842,7 +878,9 @@ def scan(
     for extra in also:
         files.path(Path(extra).expanduser(), SIDE)
     if checkpointer is not None:
-        scan_checkpoints(checkpointer, secret, report=report)
+        _scan_checkpoints(checkpointer, m, report)
+    if secrets is not None:
+        report.secret_labels = [mask_secret(x) for x in m.secrets]
     report.not_given = [
         *(("cache", "cache_disk") if not caches else ()),
         *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
@@ -869,6 +907,20 @@ def _print_report(report: ResidueReport, limit: int) -> None:
             shown = "not given" if s in report.not_given else "not checked" if s in report.unchecked else "0"
         summary.add_row(s, shown)
     console.print(summary)
+    if report.secret_labels:
+        left = [r for r in report.per_secret() if r["total"]]
+        t = Table(title=f"secrets that remain ({len(left)} of {len(report.secret_labels)})",
+                  title_justify="left")
+        t.add_column("#", justify="right")
+        t.add_column("secret (masked)")
+        t.add_column("copies", justify="right")
+        t.add_column("surfaces", overflow="fold")
+        for r in left[:limit]:
+            t.add_row(str(r["index"] + 1), r["secret"], str(r["total"]),
+                      ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+        if len(left) > limit:
+            t.add_row("", f"... {len(left) - limit} more", "", "")
+        console.print(t)
     for s in SURFACES:
         hits = report.surfaces.get(s, [])
         if not hits:
@@ -913,8 +965,18 @@ def register_cli(app: typer.Typer) -> None:
     def residue(
         path: Path = typer.Argument(..., help="Chroma persist directory to scan."),
         secret: str = typer.Argument(
-            ..., help="The string to look for; '-' reads it from stdin (keeps it out of shell history)."
+            None, help="The string to look for; '-' reads it from stdin (keeps it out of shell "
+                       "history). Omit it with --secrets-file or --user-turns."
         ),
+        secrets_file: Path = typer.Option(
+            None, "--secrets-file", help="Scan for every secret in FILE (one per line) in one pass."
+        ),
+        user_turns: Path = typer.Option(
+            None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.fingerprint): "
+                                       "JSONL of turns ({'content', 'role', 'user_id'}) and canaries "
+                                       "({'canary'})."
+        ),
+        user: str = typer.Option(None, "--user", help="With --user-turns: whose fingerprint."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
         cache: list[Path] = typer.Option(
             [], "--cache", help="SQLite LLM cache file to scan too (repeatable)."
@@ -942,10 +1004,25 @@ def register_cli(app: typer.Typer) -> None:
         """
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
+        many: list[str] | None = None
         try:
+            if (secret is not None) + (secrets_file is not None) + (user_turns is not None) != 1:
+                raise ValueError("give exactly one of SECRET, --secrets-file, --user-turns")
+            if secrets_file is not None:
+                lines = Path(secrets_file).read_text(encoding="utf-8").splitlines()
+                many = [x for x in lines if x.strip()]
+                if not many:
+                    raise ValueError(f"{secrets_file}: no secrets (one per line)")
+            elif user_turns is not None:
+                from memkit.fingerprint import fingerprint, load_turns
+
+                mine, theirs, canaries = load_turns(user_turns, user)
+                many = fingerprint(mine, others=theirs, canaries=canaries)
+                if not many:
+                    raise ValueError(f"{user_turns}: the user's turns yield no fingerprint")
             limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
-            report = scan(path, secret, cache_paths=cache, also=also, check_embeddings=not no_embeddings,
-                          limits=limits)
+            report = scan(path, None if many else secret, secrets=many, cache_paths=cache, also=also,
+                          check_embeddings=not no_embeddings, limits=limits)
         except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)
             raise typer.Exit(2) from exc

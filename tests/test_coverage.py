@@ -580,3 +580,30 @@ def test_fulltext_without_positions_is_queried_by_tokens_and_marked(store_dir, t
     rep = _scan(store_dir, db)
     assert [h.location for h in rep.surfaces["side_fulltext"]] == ["fts.db:idx MATCH rowid=1"]
     assert "detail=none" in " ".join(rep.unchecked["side_fulltext"])
+
+
+def test_many_secrets_in_one_pass_find_what_single_scans_find(tmp_path):
+    """``scan(secrets=[...])`` over every reading the coverage rule adds (UTF-16 text,
+    a gzip JSON backup, an FTS5 index whose content is gone) finds each secret exactly
+    where a scan for that secret alone does; copies planted by the standard library."""
+    from memkit.residue import scan
+    from memkit.store import TieredMemoryStore
+
+    side = tmp_path / "side"
+    side.mkdir()
+    (side / "notes.txt").write_bytes("user said XQ7-VIOLET-3829 yesterday".encode("utf-16-le"))
+    with gzip.open(side / "mem.json.gz", "wt") as fh:
+        json.dump({"m": "call me at AB9-RIVER-1111"}, fh)
+    con = sqlite3.connect(side / "h.db")
+    con.execute("CREATE VIRTUAL TABLE t USING fts5(x, content='')")
+    con.execute("INSERT INTO t(rowid, x) VALUES (1, 'token QQ1-STONE-2222 here')")
+    con.commit()
+    con.close()
+    TieredMemoryStore(tmp_path / "chroma").close()
+    secrets = ["XQ7-VIOLET-3829", "AB9-RIVER-1111", "QQ1-STONE-2222", "ZZ0-NONE-0000"]
+    many = scan(tmp_path / "chroma", secrets=secrets, also=[side], check_embeddings=False)
+    rows = many.per_secret()
+    for i, secret in enumerate(secrets):
+        one = scan(tmp_path / "chroma", secret, also=[side], check_embeddings=False)
+        assert rows[i]["counts"] == {k: v for k, v in one.counts().items() if v}, secret
+    assert [r["total"] > 0 for r in rows] == [True, True, True, False]

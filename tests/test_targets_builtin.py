@@ -108,7 +108,7 @@ def test_audit_runs_a_target_with_steps_and_reports_na():
     from evaluators.audit import audit
 
     with load_target("langgraph", backend="memory", embed=DeterministicFakeEmbedding(size=8), dims=8) as target:
-        res = audit(target, forget=True, n=2, target_forget_scope="user", forget_steps=["vacuum"], n_resamples=20)
+        res = audit(target, forget=True, n=2, forget_scope="user", forget_steps=["vacuum"], n_resamples=20)
     assert res.phases == ["before", "forget"]
     assert res.steps_na and "vacuum" in res.steps_na
     assert res.surface_scans["before"]["store_api"]["holders"] == 2

@@ -140,7 +140,7 @@ def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope
               "delete_threads": delete_threads}
     if isinstance(made, Target):
         try:
-            return audit(made, forget=mode != "none", forget_steps=steps, target_forget_scope=forget_scope, **common)
+            return audit(made, forget=mode != "none", forget_steps=steps, forget_scope=forget_scope, **common)
         finally:
             made.close()
     if isinstance(made, tuple):
