@@ -152,7 +152,7 @@ def test_residue_cli_takes_a_secrets_file_and_user_turns(two_users, tmp_path):
     store, cache, fp, _ = two_users
     secrets = tmp_path / "secrets.txt"
     secrets.write_text(f"{CANARY}\nNOT-PRESENT-1234\n")
-    cmd = [sys.executable, "-m", "memkit.cli", "residue", str(store.path), "--secrets-file", str(secrets),
+    cmd = [sys.executable, "-m", "evaluators.cli", "residue", str(store.path), "--secrets-file", str(secrets),
            "--json", "--no-embeddings"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stderr
@@ -162,11 +162,11 @@ def test_residue_cli_takes_a_secrets_file_and_user_turns(two_users, tmp_path):
     turns.write_text("\n".join(json.dumps({**t, "user_id": "alice"}) for t in ALICE) + "\n"
                      + "\n".join(json.dumps({**t, "user_id": "bob"}) for t in BOB) + "\n")
     forget_user(store, "alice", "full_purge", fingerprints=fp, cache=cache)
-    run = subprocess.run([sys.executable, "-m", "memkit.cli", "residue", str(store.path), "--user-turns",
+    run = subprocess.run([sys.executable, "-m", "evaluators.cli", "residue", str(store.path), "--user-turns",
                           str(turns), "--user", "alice", "--no-embeddings"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 3, run.stdout + run.stderr  # clean text, stale check skipped
-    run = subprocess.run([sys.executable, "-m", "memkit.cli", "residue", str(store.path), CANARY,
+    run = subprocess.run([sys.executable, "-m", "evaluators.cli", "residue", str(store.path), CANARY,
                           "--secrets-file", str(secrets)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 2
 

