@@ -39,6 +39,7 @@ import numpy as np
 from evaluators.aggregate import _Grid, _row_stats
 from evaluators.metrics import bootstrap_ci
 from evaluators.records import read_run
+from evaluators.rundir import check_out_dir, claim_out_dir, run_kind
 from evaluators.tables import md_table, signed_text, value_text
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run"]
@@ -221,9 +222,12 @@ def compare_runs(
         UnpairedRunsError: a pair is not paired and ``unpaired`` is False (nothing is
             written).
         FileNotFoundError: a directory is not a finished sweep.
+        evaluators.rundir.NotARunDirectoryError: ``out`` is a non-empty directory that is
+            not a comparison (:func:`evaluators.rundir.check_out_dir`; nothing is written).
     """
     if len(run_dirs) < 2:
         raise ValueError("compare needs at least two run directories")
+    check_out_dir(out, ("compare", "designs"))
     runs = [load_run(d) for d in run_dirs]
     if labels:
         for r, lab in zip(runs, labels, strict=True):
@@ -258,7 +262,8 @@ def compare_runs(
         "differences": diffs,
     }
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if run_kind(out) != "designs":
+        claim_out_dir(out, "compare")
     (out / "compare.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     _frontier_figure(runs, out / "frontier.png")
     (out / "compare.md").write_text(_markdown(result))

@@ -411,7 +411,10 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
 
     Args:
         out_dir: a sweep output directory holding ``metrics.json`` and ``config.json``.
-        redact_hypotheses: mask planted canaries in the hypotheses files first.
+        redact_hypotheses: mask planted canaries in the hypotheses files first, and
+            record the choice in the run (:func:`evaluators.rundir.record_setting`) so
+            every later sweep, ``--resume`` and report on it masks them too; a run that
+            recorded it is masked whatever this argument says.
 
     Returns:
         The path of ``report.md``.
@@ -424,6 +427,11 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     mpath = out / "metrics.json"
     if not mpath.exists():
         raise FileNotFoundError(f"{mpath} not found: run `memkit sweep --out {out}` first")
+    from evaluators.rundir import record_setting, run_settings
+
+    if redact_hypotheses:  # kept: later sweeps, --resume and reports on this run mask too
+        record_setting(out, "redact_hypotheses", True)
+    redact_hypotheses = redact_hypotheses or bool(run_settings(out).get("redact_hypotheses"))
     metrics = json.loads(mpath.read_text())
     cpath = out / "config.json"
     config = json.loads(cpath.read_text()) if cpath.exists() else {}

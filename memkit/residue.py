@@ -911,10 +911,13 @@ def register_cli(app: typer.Typer) -> None:
 
     @app.command("residue")
     def residue(
-        path: Path = typer.Argument(..., help="Chroma persist directory to scan."),
+        path: Path = typer.Argument(None, help="Chroma persist directory to scan (or --run/--unit/--mode)."),
         secret: str = typer.Argument(
-            ..., help="The string to look for; '-' reads it from stdin (keeps it out of shell history)."
+            None, help="The string to look for; '-' reads it from stdin (keeps it out of shell history)."
         ),
+        run: Path = typer.Option(None, "--run", help="A sweep run kept with --keep-stores (with --unit, --mode)."),
+        unit: str = typer.Option(None, "--unit", help="--run: unit id QUESTION_ID::S<S> from results.jsonl."),
+        mode: str = typer.Option(None, "--mode", help="--run: deletion mode, e.g. raw_only."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
         cache: list[Path] = typer.Option(
             [], "--cache", help="SQLite LLM cache file to scan too (repeatable)."
@@ -940,6 +943,18 @@ def register_cli(app: typer.Typer) -> None:
         copy remains; 2 on bad input; 3 when no copy was found but some surface or
         file was not (fully) checked (the report says which and why).
         """
+        if run is not None:  # the kept store and its planted canary (memkit/kept_store.py)
+            from memkit.kept_store import KeptStoreError, kept_store
+
+            try:
+                path, secret, kept_cache = kept_store(run, unit or "", mode or "")
+            except KeptStoreError as exc:
+                typer.echo(f"memkit residue: error: {exc}", err=True)
+                raise typer.Exit(2) from exc
+            cache = [*cache, *([kept_cache] if kept_cache else [])]
+        elif path is None or secret is None:
+            typer.echo("memkit residue: error: give PATH SECRET, or --run RUN --unit ID --mode MODE", err=True)
+            raise typer.Exit(2)
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
         try:

@@ -18,13 +18,32 @@ callable ``register(app: typer.Typer) -> None``).
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import entry_points
+from typing import Any
 
 import typer
 
 import memkit
 
-app = typer.Typer(
+
+class _App(typer.Typer):
+    """The ``memkit`` app: an operating-system error (a read-only run directory, a
+    permission, a full disk) ends any command with one line and exit status 2, never
+    a traceback (:func:`evaluators.cli.errors.os_error_line`)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except OSError as exc:
+            from evaluators.cli.errors import os_error_line
+
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+            sys.stderr.write(f"memkit {command}: {os_error_line(exc)}\n".replace("memkit : ", "memkit: "))
+            raise SystemExit(2) from None
+
+
+app = _App(
     name="memkit",
     help="Audit the memory of LLM agents for privacy (PR, AER, PUA, FRS).",
     no_args_is_help=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
+from evaluators.cli.errors import os_error_line
 from evaluators.pool import WorkerDied
 from evaluators.sweep import RESULTS, SweepConfig, SweepLockedError, run_sweep
 from graphs.forget import DELETION_MODES
@@ -17,11 +20,25 @@ from graphs.forget import DELETION_MODES
 # --------------------------------------------------------------------------- CLI
 
 
+class _OptionError(ValueError):
+    """A command-line value that cannot be meant (the message names the option)."""
+
+
 def _int_list(text: str, name: str) -> list[int]:
+    """``"1,3,6"`` -> ``[1, 3, 6]``; an empty item or a non-integer is refused, and a
+    list that is not ascending and distinct is normalised with a note on stderr."""
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise _OptionError(f"{name} {text!r} has an empty item; give comma-separated integers such as 1,3,6")
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in items]
     except ValueError as exc:
-        raise typer.BadParameter(f"{name} takes comma-separated integers, got {text!r}") from exc
+        raise _OptionError(f"{name} takes comma-separated integers, got {text!r}") from exc
+    norm = sorted(set(values))
+    if norm != values:
+        typer.echo(f"memkit sweep: note: {name} {text} runs as {','.join(map(str, norm))} "
+                   "(ascending, duplicates dropped)", err=True)
+    return norm
 
 
 _OPTION_NAMES = {"ks": "--k", "n": "--n", "summary_levels": "--summary-levels", "data": "--data",
@@ -68,7 +85,12 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
         keep_stores: bool = typer.Option(
             False, help="Keep each deletion mode's forgotten store under OUT/stores for `memkit residue`."),
-        max_tokens: int | None = typer.Option(None, help="Cap on tokens per LLM call."),
+        max_tokens: int | None = typer.Option(
+            None, help="Cap on generated tokens per LLM call (default: the backend's default cap, "
+                       "memkit.models.DEFAULT_MAX_TOKENS)."),
+        redact_hypotheses: bool = typer.Option(
+            False, help="Mask planted canaries in hypotheses*.jsonl; recorded in the run and kept by "
+                        "later sweeps, --resume and `memkit report`."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for CIs."),
         quiet: bool = typer.Option(False, help="No progress bar."),
         design: list[str] | None = typer.Option(
@@ -81,6 +103,12 @@ def register(app: typer.Typer) -> None:
         from memkit.models import ModelSpecError
 
         try:
+            ks = _int_list(k, "--k")
+            levels = _int_list(summary_levels, "--summary-levels")
+        except _OptionError as exc:
+            typer.echo(f"memkit sweep: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        try:
             config = SweepConfig(
                 data=data,
                 n=_n_option(n),
@@ -89,8 +117,9 @@ def register(app: typer.Typer) -> None:
                 summarizer_model=summarizer_model,
                 base_url=base_url,
                 api_key_env=api_key_env,
-                summary_levels=_int_list(summary_levels, "--summary-levels"),
-                ks=_int_list(k, "--k"),
+                summary_levels=levels,
+                ks=ks,
+                redact_hypotheses=redact_hypotheses,
                 deletion_modes=[m.strip() for m in deletion_modes.split(",") if m.strip()],
                 workers=workers,
                 concurrency=concurrency,
@@ -113,6 +142,14 @@ def register(app: typer.Typer) -> None:
             with warnings.catch_warnings():
                 warnings.showwarning = _echo_warning
                 metrics = run_sweep(config, out, resume=resume, progress=not quiet, designs=design or None)
+        except KeyboardInterrupt:
+            kept = _units_kept(out, design)
+            typer.echo(
+                f"\nmemkit sweep: interrupted. {kept} finished units are kept in {out} "
+                f"(a unit cut short runs again); go on with:\n  {_resume_command()}",
+                err=True,
+            )
+            raise typer.Exit(130) from None
         except WorkerDied as exc:
             typer.echo(
                 f"memkit sweep: {exc}. The units finished before it are kept in {out / RESULTS}; "
@@ -126,13 +163,23 @@ def register(app: typer.Typer) -> None:
         except ModelSpecError as exc:
             typer.echo(f"memkit sweep: --model: {exc}", err=True)
             raise typer.Exit(2) from exc
-        except (SweepLockedError, OSError, ValueError) as exc:
+        except OSError as exc:
+            typer.echo(f"memkit sweep: {os_error_line(exc)}", err=True)
+            raise typer.Exit(2) from exc
+        except (SweepLockedError, ValueError) as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
         dt = time.perf_counter() - t0
         by_design = metrics["designs"] if "designs" in metrics else {metrics.get("design", "study"): metrics}
         units = sum(m["totals"]["units"] for m in by_design.values())
-        typer.echo(f"memkit sweep: {units} units in {dt:.1f} s -> {out}")
+        ran = sum(m.get("this_run", {}).get("units_run", m["totals"]["units"]) for m in by_design.values())
+        if ran == units:
+            typer.echo(f"memkit sweep: {units} units in {dt:.1f} s -> {out}")
+        elif ran == 0:
+            typer.echo(f"memkit sweep: all {units} units were already done; outputs rewritten in {dt:.1f} s -> {out}")
+        else:
+            typer.echo(f"memkit sweep: {ran} units run in {dt:.1f} s, {units - ran} already done "
+                       f"({units} in all) -> {out}")
         for name, m in by_design.items():
             for row in m["by_S"]:
                 typer.echo(
@@ -146,7 +193,43 @@ def register(app: typer.Typer) -> None:
             if line:
                 typer.echo(f"  {run_dir.name}: " + line.replace("**", ""))
         if config.keep_stores:
-            typer.echo(f"  forgotten stores: {out / 'stores'} (scan one with `memkit residue DIR/chroma SECRET`)")
+            typer.echo(f"  forgotten stores: {out / 'stores'}; scan one, e.g.:")
+            for run_dir in ([out / name for name in by_design] if "designs" in metrics else [out]):
+                cmd = residue_command(run_dir)
+                if cmd:
+                    typer.echo(f"    {cmd}")
+
+
+def _resume_command() -> str:
+    """The exact command line that continues this sweep (this one, with ``--resume``)."""
+    argv = sys.argv[1:]
+    if "--resume" not in argv:
+        argv = [*argv, "--resume"]
+    return shlex.join(["memkit", *argv])
+
+
+def _units_kept(out: Path, designs: list[str] | None) -> int:
+    """Completed units in ``out`` (and its design subdirectories), by their markers."""
+    from evaluators.records import load_records
+
+    n = 0
+    for path in [out / RESULTS, *sorted(out.glob(f"*/{RESULTS}"))]:
+        if path.exists():
+            try:
+                n += len(load_records(path)[1])
+            except (OSError, ValueError):
+                pass
+    return n
+
+
+def residue_command(run_dir: Path) -> str | None:
+    """``memkit residue --run RUN --unit ID --mode MODE`` for the first kept store of a run."""
+    stores = run_dir / "stores"
+    for path in sorted(stores.glob("*/S*/*/chroma")):
+        mode_dir = path.parent
+        return shlex.join(["memkit", "residue", "--run", str(run_dir), "--unit",
+                           f"{mode_dir.parent.parent.name}::{mode_dir.parent.name}", "--mode", mode_dir.name])
+    return None
 
 
 def _echo_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
