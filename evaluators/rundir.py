@@ -9,7 +9,8 @@ A command that writes a directory of outputs (``memkit sweep``, ``memkit compare
   :data:`MARKER` (``.memkit-run``, JSON ``{"kind": ...}``) memkit writes into
   every output directory it creates, or -- for runs made before the marker
   existed -- by the files only that command writes (a sweep: ``config.json`` with
-  ``summary_levels`` and ``ks``; a comparison: ``compare.json`` with ``runs``; an
+  ``summary_levels`` and ``ks``, or with ``model`` beside a ``metrics.json`` with
+  ``by_S``; a comparison: ``compare.json`` with ``runs``; an
   audit matrix: ``matrix.json``).
 
 Anything else (a non-empty folder of the user's own, a run of another command) is
@@ -53,7 +54,8 @@ def run_kind(path: str | Path) -> str | None:
             return kind
     except (OSError, ValueError, AttributeError):
         pass
-    if _json_has(p / "config.json", ("summary_levels", "ks")):
+    if _json_has(p / "config.json", ("summary_levels", "ks")) or (
+            _json_has(p / "config.json", ("model",)) and _json_has(p / "metrics.json", ("by_S",))):
         return "sweep"
     if _json_has(p / "compare.json", ("runs",)):
         sub = [d for d in p.iterdir() if d.is_dir() and run_kind(d) == "sweep"] if p.is_dir() else []
@@ -100,7 +102,7 @@ def check_out_dir(out: str | Path, kinds: str | Iterable[str], *, option: str = 
     what = KINDS[kind] if kind else "not a memkit output directory"
     want = " or ".join(KINDS[k] for k in sorted(kinds))
     raise NotARunDirectoryError(
-        f"{option} {p} is not empty and is {what} (found {len(entries)} entr{"y" if len(entries) == 1 else "ies"}: {found}); "
+        f"{option} {p} is not empty and is {what} (found {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {found}); "
         f"memkit writes only into a new or empty directory or {want} (marked by {MARKER}), "
         f"so nothing was written: choose a new {option}, e.g. {option} {_free_name(p)}"
     )

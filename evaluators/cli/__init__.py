@@ -49,6 +49,7 @@ app = _App(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain click help: wrapped to the terminal, never cut, no <bool> metavars
 )
 
 
@@ -82,7 +83,52 @@ def _register() -> None:
             ep.load()(app)
 
 
+def _plain_metavars(app: typer.Typer) -> None:
+    """Give every option and argument without a metavar a plain one (``TEXT``, ``N``,
+    ``PATH``, ``RUN_DIRS...``) so ``--help`` shows no ``<str>``/``<list[Path]>``/``{out_dir}``
+    artefacts of typer's generated names."""
+    import inspect
+    import typing
+    from pathlib import Path
+
+    from typer.models import ArgumentInfo, OptionInfo
+
+    def name_for(tp: Any) -> str:
+        origin = typing.get_origin(tp)
+        if origin in (list, tuple):
+            return name_for(typing.get_args(tp)[0])
+        if origin is not None:  # Optional[X] / X | None
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            return name_for(args[0]) if args else "TEXT"
+        return {int: "N", float: "X", Path: "PATH", str: "TEXT"}.get(tp, "VALUE")
+
+    from typer.core import TyperCommand
+
+    class _Command(TyperCommand):
+        """Usage line in click's plain style (``RUN_DIR``, not typer's ``{RUN_DIR}``)."""
+
+        def collect_usage_pieces(self, ctx: Any) -> list[str]:
+            return [p.replace("{", "").replace("}", "") for p in super().collect_usage_pieces(ctx)]
+
+    for cmd in app.registered_commands:
+        if cmd.cls in (None, TyperCommand):
+            cmd.cls = _Command
+        if cmd.callback is None:
+            continue
+        hints = typing.get_type_hints(cmd.callback)
+        for pname, param in inspect.signature(cmd.callback).parameters.items():
+            info = param.default
+            tp = hints.get(pname)
+            if not isinstance(info, (ArgumentInfo, OptionInfo)) or info.metavar or tp is bool:
+                continue
+            if isinstance(info, ArgumentInfo):
+                info.metavar = pname.upper()
+            else:
+                info.metavar = name_for(tp)
+
+
 _register()
+_plain_metavars(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

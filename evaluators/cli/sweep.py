@@ -71,7 +71,9 @@ def register(app: typer.Typer) -> None:
             None, help="Environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY)."),
         summary_levels: str = typer.Option("0,1,2", help="Summary levels S, comma-separated."),
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
-        deletion_modes: str = typer.Option(",".join(DELETION_MODES), help="Deletion modes ('' for none)."),
+        deletion_modes: str = typer.Option(
+            ",".join(DELETION_MODES), show_default="all five",
+            help=f"Deletion modes, comma-separated ('' for none): {', '.join(DELETION_MODES)}."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
         concurrency: int | None = typer.Option(
             None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "
@@ -137,6 +139,7 @@ def register(app: typer.Typer) -> None:
                 msg = str(err["msg"]).removeprefix("Value error, ")
                 typer.echo(f"memkit sweep: {option}: {msg}", err=True)
             raise typer.Exit(2) from exc
+        already = _units_kept(out, design) if resume else 0
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -172,7 +175,7 @@ def register(app: typer.Typer) -> None:
         dt = time.perf_counter() - t0
         by_design = metrics["designs"] if "designs" in metrics else {metrics.get("design", "study"): metrics}
         units = sum(m["totals"]["units"] for m in by_design.values())
-        ran = sum(m.get("this_run", {}).get("units_run", m["totals"]["units"]) for m in by_design.values())
+        ran = units - min(already, units)
         if ran == units:
             typer.echo(f"memkit sweep: {units} units in {dt:.1f} s -> {out}")
         elif ran == 0:
@@ -209,7 +212,8 @@ def _resume_command() -> str:
 
 
 def _units_kept(out: Path, designs: list[str] | None) -> int:
-    """Completed units in ``out`` (and its design subdirectories), by their markers."""
+    """Completed units in ``out`` (and its design subdirectories), by their ``unit_done``
+    markers (units of damaged records do not count: they run again)."""
     from evaluators.records import load_records
 
     n = 0

@@ -42,7 +42,7 @@ class SweepConfig(BaseModel):
         deletion_modes: modes of the residue phase (``[]`` skips it).
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
-        max_tokens: cap on generated tokens per LLM call (``None``: the backend's default).
+        max_tokens: cap on generated tokens per LLM call (``None``: :data:`memkit.models.DEFAULT_MAX_TOKENS`, 256).
         base_url: server URL for ``openai:`` / ``ollama:`` models (``None``: the
             provider's default or ``OPENAI_BASE_URL`` / ``OLLAMA_HOST``).
         api_key_env: name of the environment variable holding the API key (the key

@@ -72,8 +72,8 @@ def _note_k_beyond_stores(main_q: list[dict[str, Any]], ks: Sequence[int]) -> No
     beyond = [k for k in ks if k > most]
     if most > 0 and beyond:
         warnings.warn(
-            f"--k {','.join(map(str, beyond))}: larger than any store in this run (the most chunks "
-            f"retrieved was {most}), so k={beyond[0]}{' and above' if len(beyond) > 1 else ''} "
-            f"repeat{'s' if len(beyond) == 1 else ''} k={most}'s answers",
+            f"--k {','.join(map(str, beyond))}: larger than any store in this run (the largest "
+            f"held {most} chunks), so k={','.join(map(str, beyond))} retrieved every chunk of every "
+            f"store, the same as k={most} would",
             stacklevel=2,
         )

@@ -251,10 +251,7 @@ def _run_locked(
     if not write_outputs:
         return {}
     say("writing metrics.json, hypotheses, report and figures")
-    metrics = write_outputs_for(out, records, config)
-    # What this invocation did, for the closing summary (not written to metrics.json,
-    # which does not depend on interruptions).
-    return {**metrics, "this_run": {"units_run": len(todo), "units_already_done": len(units) - len(todo)}}
+    return write_outputs_for(out, records, config)
 
 
 def _covers(n: int | None, count: int) -> bool:
