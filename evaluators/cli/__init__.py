@@ -105,7 +105,14 @@ def _plain_metavars(app: typer.Typer) -> None:
     from typer.core import TyperCommand
 
     class _Command(TyperCommand):
-        """Usage line in click's plain style (``RUN_DIR``, not typer's ``{RUN_DIR}``)."""
+        """Usage line and argument list in click's plain style (``RUN_DIR``, not typer's
+        ``{RUN_DIR}`` and ``RUN_DIR <path>``)."""
+
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            for param in self.params:  # no "<list[Path]>" type label after an argument
+                if param.param_type_name == "argument":
+                    param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
 
         def collect_usage_pieces(self, ctx: Any) -> list[str]:
             return [p.replace("{", "").replace("}", "") for p in super().collect_usage_pieces(ctx)]
