@@ -109,7 +109,7 @@ def test_tiny_run_announces_each_phase_and_notes_what_it_changed(tiny_run):
                   "in canonical order", "writing metrics.json, hypotheses, report and figures"):
         assert phase in err, phase
     assert err.index("loading data") < err.index("writing metrics.json")
-    assert f"memkit sweep: 1 units in" in proc.stdout
+    assert "memkit sweep: 1 units in" in proc.stdout
 
 
 @pytest.mark.slow
