@@ -107,10 +107,17 @@ _BACKEND = "with this backend: "
 
 
 def _verdict_cell(f: dict[str, Any]) -> str:
+    """The verdict with its reason, the deciding test and, for a reproduced direction,
+    the magnitude against the study's, reported apart."""
     reason = f.get("reason") or ""
     if reason.startswith(_BACKEND):
         return f"{f['verdict']} with this backend (see below)"
-    cell = f"{f['verdict']} ({reason})" if reason else f["verdict"]
+    verdict = f["verdict"]
+    if f.get("magnitude"):
+        verdict = f"direction {verdict}; magnitude {f['magnitude']}"
+    cell = f"{verdict} ({reason})" if reason else verdict
+    if f.get("test") and f["verdict"] != "not testable":
+        cell += f"; test: {f['test']}"
     return f"{cell}; note: {f['note']}" if f.get("note") else cell
 
 
@@ -155,7 +162,8 @@ def tables(
     ftab = [
         [f["claim"], f["reference_text"], f.get("quantity", "–"),
          (_pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else value_text(f["value"], f["ci"]))
-         + (f"; reduction {value_text(f['reduction'], f.get('reduction_ci'))}" if f.get("reduction") is not None else ""),
+         + (f"; reduction {value_text(f['reduction'], f.get('reduction_ci'))}" if f.get("reduction") is not None else "")
+         + (f" ({f['reading']})" if f.get("reading") else ""),
          _verdict_cell(f)]
         for f in findings
     ]
