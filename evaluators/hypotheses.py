@@ -164,9 +164,9 @@ def canary_sentence(counts: dict[str, tuple[int, int]], redacted: bool = False) 
         head = f"{main[0]} of {main[1]} answers in `hypotheses.jsonl`"
         head += f" (a copy of `{copy_of}`, counted once), " if copy_of else ", "
     if hit == 0:
-        copy = (f" (`hypotheses.jsonl` is a copy of `{copy_of}`, the first S and the largest k, "
-                "counted once)") if copy_of else ""
-        return f"No answer in the {nfiles} ({total} answers) contains a planted canary{copy}."
+        copy = (f" `hypotheses.jsonl` is a copy of `{copy_of}` (the first S and the largest k), "
+                "counted once.") if copy_of else ""
+        return f"No answer in the {nfiles} ({total} answers) contains a planted canary.{copy}"
     if redacted:
         return (f"{head}{hit} of {total} answers over the {nfiles} contained a planted canary; "
                 "they have been masked (`--redact-hypotheses`).")

@@ -9,9 +9,9 @@ A command that writes a directory of outputs (``memkit sweep``, ``memkit compare
   :data:`MARKER` (``.memkit-run``, JSON ``{"kind": ...}``) memkit writes into
   every output directory it creates, or -- for runs made before the marker
   existed -- by the files only that command writes (a sweep: ``config.json`` with
-  ``summary_levels`` and ``ks``, or with ``model`` beside a ``metrics.json`` with
-  ``by_S``; a comparison: ``compare.json`` with ``runs``; an
-  audit matrix: ``matrix.json``).
+  ``summary_levels`` and ``ks``, or any ``config.json`` beside a ``results.jsonl`` or
+  a ``metrics.json`` with ``by_S``; a comparison: ``compare.json`` with ``runs``; several designs: sweep runs
+  in its subdirectories; an audit matrix: ``matrix.json``).
 
 Anything else (a non-empty folder of the user's own, a run of another command) is
 refused before a byte is written, with what was found and how to go on
@@ -55,13 +55,16 @@ def run_kind(path: str | Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         pass
     if _json_has(p / "config.json", ("summary_levels", "ks")) or (
-            _json_has(p / "config.json", ("model",)) and _json_has(p / "metrics.json", ("by_S",))):
+            _json_has(p / "config.json", ()) and ((p / "results.jsonl").is_file()
+                                                  or _json_has(p / "metrics.json", ("by_S",)))):
         return "sweep"
     if _json_has(p / "compare.json", ("runs",)):
         sub = [d for d in p.iterdir() if d.is_dir() and run_kind(d) == "sweep"] if p.is_dir() else []
         return "designs" if sub else "compare"
     if (p / "matrix.json").is_file():
         return "audit"
+    if p.is_dir() and any(d.is_dir() and _json_has(d / "config.json", ("summary_levels", "ks")) for d in p.iterdir()):
+        return "designs"  # several designs, stopped before their comparison was written
     return None
 
 

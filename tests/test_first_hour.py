@@ -201,7 +201,7 @@ def test_compare_says_how_many_instances_were_paired_and_labels_rows(tiny_run, t
 def test_report_names_the_largest_k_and_counts_identical_files_once(tiny_run):
     run = tiny_run[0]
     md = (run / "report.md").read_text()
-    assert "`hypotheses.jsonl` is a copy of `hypotheses/S0_k3.jsonl`, the first S and the largest k" in md
+    assert "`hypotheses.jsonl` is a copy of `hypotheses/S0_k3.jsonl` (the first S and the largest k)" in md
     bodies = {p.read_bytes() for p in [run / "hypotheses.jsonl", *(run / "hypotheses").glob("*.jsonl")]}
     n = len(bodies)
     assert f"{n} distinct hypotheses file{'s' if n != 1 else ''}" in md
