@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
         from evaluators.rundir import NotARunDirectoryError, require_run
 
         try:
-            require_run(run_dir, "sweep")  # judge rewrites metrics.json and the report: only in a run
+            if (run_dir / "metrics.json").exists():  # judge rewrites metrics.json and the report: only in a run
+                require_run(run_dir, "sweep")
             judge_model = chat_model(model, **kw)
             block = judge_run(run_dir, judge_model, model_spec=model)
         except (FileNotFoundError, NotARunDirectoryError, ValueError, ModelSpecError) as exc:
