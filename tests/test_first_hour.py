@@ -105,7 +105,7 @@ def test_tiny_run_announces_each_phase_and_notes_what_it_changed(tiny_run):
     run, proc = tiny_run
     err = proc.stderr
     assert "note: --k 3,1 runs as 1,3" in err
-    for phase in ("loading data (synthetic)", "checking model extractive", "1 units", "model-free",
+    for phase in ("loading data (synthetic)", "checking model extractive", "1 instance x S=0: 1 unit;", "model-free",
                   "in canonical order", "writing metrics.json, hypotheses, report and figures"):
         assert phase in err, phase
     assert err.index("loading data") < err.index("writing metrics.json")

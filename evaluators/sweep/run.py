@@ -284,12 +284,16 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
     summaries = sessions if any(S > 0 for S in config.summary_levels) else 0
     per_unit = main + forget + summaries
     done = n_units - n_todo
-    head = (f"{len(instances)} instances x S={','.join(map(str, config.summary_levels))}: {n_units} units"
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    head = (f"{count(len(instances), 'instance')} x S={','.join(map(str, config.summary_levels))}: "
+            f"{count(n_units, 'unit')}"
             + (f" ({done} already done, {n_todo} to run)" if done else ""))
     if config.model == "extractive" and (config.summarizer_model or "extractive") == "extractive":
         return head + "; model-free (extractive), no LLM calls"
     return (f"{head}; up to {per_unit} LLM calls per unit ({main} main = {1 + n_probes} queries x {nk} k, "
-            f"{forget} after forgetting = {len(config.deletion_modes)} modes x {n_probes * len(TIERS) + 1} "
+            f"{forget} after forgetting = {count(len(config.deletion_modes), 'mode')} x {n_probes * len(TIERS) + 1} "
             f"queries x {nk} k, {summaries} summaries), up to {per_unit * n_todo} in all "
             "(repeats come from the LLM cache); fewer k, S or --deletion-modes cost less")
 
