@@ -135,6 +135,7 @@ def test_ctrl_c_says_what_was_kept_and_resume_counts_this_run(tmp_path, sample_p
     assert "Traceback" not in err
     kept = sum(1 for line in results.read_text().splitlines() if '"unit_done"' in line)
     assert kept >= 1 and f"interrupted. {kept} finished units are kept in {out}" in err
+    assert "stopping after the model calls in flight (Ctrl-C again stops at once)" in err
     resume = err.strip().splitlines()[-1].strip()
     argv = shlex.split(resume)
     assert argv[0] == "memkit" and argv[-1] == "--resume" and "--n" in argv

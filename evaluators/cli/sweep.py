@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import sys
 import time
 import warnings
@@ -141,17 +143,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from exc
         already = _units_kept(out, design) if resume else 0
         t0 = time.perf_counter()
+        previous = signal.signal(signal.SIGINT, _second_ctrl_c_stops_at_once(out, design))
         try:
             with warnings.catch_warnings():
                 warnings.showwarning = _echo_warning
                 metrics = run_sweep(config, out, resume=resume, progress=not quiet, designs=design or None)
         except KeyboardInterrupt:
-            kept = _units_kept(out, design)
-            typer.echo(
-                f"\nmemkit sweep: interrupted. {kept} finished units are kept in {out} "
-                f"(a unit cut short runs again); go on with:\n  {_resume_command()}",
-                err=True,
-            )
+            typer.echo(_interrupted(out, design), err=True)
             raise typer.Exit(130) from None
         except WorkerDied as exc:
             typer.echo(
@@ -172,6 +170,8 @@ def register(app: typer.Typer) -> None:
         except (SweepLockedError, ValueError) as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
+        finally:
+            signal.signal(signal.SIGINT, previous)
         dt = time.perf_counter() - t0
         by_design = metrics["designs"] if "designs" in metrics else {metrics.get("design", "study"): metrics}
         units = sum(m["totals"]["units"] for m in by_design.values())
@@ -201,6 +201,32 @@ def register(app: typer.Typer) -> None:
                 cmd = residue_command(run_dir)
                 if cmd:
                     typer.echo(f"    {cmd}")
+
+
+def _interrupted(out: Path, designs: list[str] | None) -> str:
+    """What Ctrl-C kept and the exact command that goes on."""
+    kept = _units_kept(out, designs)
+    return (f"\nmemkit sweep: interrupted. {kept} finished units are kept in {out} "
+            f"(a unit cut short runs again); go on with:\n  {_resume_command()}")
+
+
+def _second_ctrl_c_stops_at_once(out: Path, designs: list[str] | None) -> Any:
+    """A SIGINT handler: the first Ctrl-C stops the sweep after the model calls in flight
+    (a llama.cpp call cannot be cut), saying so; a second one stops at once. Finished
+    units are fsync'd with their markers, so nothing finished is lost either way."""
+    pressed = []
+
+    def handler(signum: int, frame: Any) -> None:
+        pressed.append(signum)
+        if len(pressed) == 1:
+            sys.stderr.write("\nmemkit sweep: stopping after the model calls in flight "
+                             "(Ctrl-C again stops at once)\n")
+            raise KeyboardInterrupt
+        sys.stderr.write(_interrupted(out, designs) + "\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    return handler
 
 
 def _resume_command() -> str:
