@@ -39,9 +39,10 @@ import numpy as np
 from evaluators.aggregate import _Grid, _row_stats
 from evaluators.metrics import bootstrap_ci
 from evaluators.records import read_run
+from evaluators.rundir import check_out_dir, claim_out_dir, run_kind
 from evaluators.tables import md_table, signed_text, value_text
 
-__all__ = ["UnpairedRunsError", "compare_runs", "load_run"]
+__all__ = ["UnpairedRunsError", "compare_runs", "load_run", "paired_text"]
 
 METRICS = ("PR", "AER_max", "PUA")
 _IDENTITY_KEYS = ("data", "data_sha256", "synthetic_sessions", "synthetic_turns")
@@ -138,7 +139,8 @@ def pair_differences(
 
     Returns:
         One dict per S: ``{"A", "B", "S", "paired", "n", "PR_diff", "PR_diff_ci", ...}``
-        (``n`` = shared instances when paired, ``[n_A, n_B]`` otherwise).
+        (``n`` = shared instances when paired, ``[n_A, n_B]`` otherwise; ``n_A``,
+        ``n_B``: the instances each run holds, so a pairing on few of them shows).
 
     Raises:
         UnpairedRunsError: the runs differ in data, seed or canaries (or share no
@@ -160,7 +162,8 @@ def pair_differences(
         ga, gb = _grids(a, qa), _grids(b, qb)
     out = []
     for S in sorted(set(ga) & set(gb)):
-        row: dict[str, Any] = {"A": a["label"], "B": b["label"], "S": S, "paired": not unpaired}
+        row: dict[str, Any] = {"A": a["label"], "B": b["label"], "S": S, "paired": not unpaired,
+                               "n_A": len(qa), "n_B": len(qb)}
         for m in METRICS:
             def sa(idx: np.ndarray, m: str = m, g: _Grid = ga[S]) -> float:
                 return _row_stats(g, np.asarray(idx, dtype=int))[m]
@@ -221,9 +224,12 @@ def compare_runs(
         UnpairedRunsError: a pair is not paired and ``unpaired`` is False (nothing is
             written).
         FileNotFoundError: a directory is not a finished sweep.
+        evaluators.rundir.NotARunDirectoryError: ``out`` is a non-empty directory that is
+            not a comparison (:func:`evaluators.rundir.check_out_dir`; nothing is written).
     """
     if len(run_dirs) < 2:
         raise ValueError("compare needs at least two run directories")
+    check_out_dir(out, ("compare", "designs"))
     runs = [load_run(d) for d in run_dirs]
     if labels:
         for r, lab in zip(runs, labels, strict=True):
@@ -258,15 +264,28 @@ def compare_runs(
         "differences": diffs,
     }
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if run_kind(out) != "designs":
+        claim_out_dir(out, "compare")
     (out / "compare.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     _frontier_figure(runs, out / "frontier.png")
     (out / "compare.md").write_text(_markdown(result))
     return result
 
 
+def paired_text(d: dict[str, Any]) -> str:
+    """How many instances a difference row rests on, in words: ``"paired on 4 of 20 (A) and
+    20 (B) instances"``, or ``"unpaired: 20 (A) and 18 (B) instances"``."""
+    n_a, n_b = d.get("n_A"), d.get("n_B")
+    if d.get("paired", True):
+        if n_a is None:
+            return f"paired on {d['n']} instances"
+        return f"paired on {d['n']} of {n_a} (A) and {n_b} (B) instances"
+    na, nb = d["n"] if isinstance(d["n"], list) else (n_a, n_b)
+    return f"unpaired: {na} (A) and {nb} (B) instances"
+
+
 def _markdown(result: dict[str, Any]) -> str:
-    t2 = [[r["model"], r["design"], str(r["seed"]), str(r["S"]), value_text(r["PR"], r["PR_ci"]),
+    t2 = [[r["run"], r["model"], r["design"], str(r["seed"]), str(r["S"]), value_text(r["PR"], r["PR_ci"]),
            value_text(r["AER_max"], r["AER_max_ci"]), value_text(r["PUA"], r["PUA_ci"]),
            value_text(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
     frs = [[r["run"], str(r["S"]), r["mode"], value_text(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
@@ -279,15 +298,15 @@ def _markdown(result: dict[str, Any]) -> str:
            "resampled independently")
     diffs = []
     for d in result["differences"]:
-        diffs.append([d["A"], d["B"], str(d["S"]), str(d["n"])]
+        diffs.append([d["A"], d["B"], str(d["S"]), paired_text(d)]
                      + [value_text(d[f"{m}_diff"], signed=True) + ci_text(d[f"{m}_diff_ci"]) for m in METRICS])
     parts = [
         "# memkit compare", "",
         "Runs: " + ", ".join(f"`{r['label']}` ({r['dir']})" for r in result["runs"]), "",
         "## Table 2 (per model, design, S; 95% CIs)", "",
-        md_table(["model", "design", "seed", "S", "PR", "AER_max", "PUA", "ΔS"], t2), "",
+        md_table(["run", "model", "design", "seed", "S", "PR", "AER_max", "PUA", "ΔS"], t2), "",
         "## Differences A − B (95% bootstrap CIs)", "", f"CIs: {how}.", "",
-        md_table(["A", "B", "S", "n", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
+        md_table(["A", "B", "S", "instances", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
         "## FRS per deletion mode and tier", "",
         md_table(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
         "`FRS_t`: AER_max with retrieval restricted to tier t after the forget (mean over k, "

@@ -47,6 +47,10 @@ __all__ = [
     "number_text",
     "study_findings",
     "verdict",
+    "reading",
+    "test_text",
+    "magnitude_text",
+    "MIN_INSTANCES",
 ]
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable")
@@ -235,6 +239,95 @@ def _ceiling(metrics: dict[str, Any], spec: dict[str, Any] | None) -> str | None
     return None
 
 
+MIN_INSTANCES = 3
+"""Fewer instances than this give a degenerate bootstrap CI (every resample draws the
+same one or two values), so a finding gets a small-sample warning, not a verdict."""
+
+_TESTED = {"k_effect_PR": "the k effect on PR", "k_effect_AER_max": "the k effect on AER_max",
+           "delta_S_relative": "the relative cut of AER_max", "PR_cost_relative": "the relative PR cost",
+           "delta_DI": "ΔDI", "FRS_summary": "FRS_summary", "FRS_worst": "FRS_worst"}
+_OPS = {">": ">", "<=": "≤", "within": "within ±", "==": "="}
+
+
+def test_text(stat: dict[str, Any], test: dict[str, Any], ci: Any) -> str:
+    """The test that decides a finding, in words, with the CI it is applied to, e.g.
+    ``"the relative PR cost ≤ 0.1, applied to its 95% CI [−0.68, −0.02]"``."""
+    name = _TESTED.get(stat["key"], stat["key"])
+    op, t = test["op"], float(test["value"])
+    if op == "reduces":
+        return (f"{name} > 0 after {stat['mode']} and lower than after {stat['baseline_mode']} "
+                "(paired reduction's 95% CI above 0)")
+    head = f"{name} {_OPS.get(op, op)}{'' if op == 'within' else ' '}{t:g}"
+    lo, hi = (ci or [None, None])[:2]
+    if op == "==" or lo is None or hi is None:
+        return head
+    return f"{head}, applied to its 95% CI [{number_text(lo)}, {number_text(hi)}]"
+
+
+def reading(metrics: dict[str, Any], stat: dict[str, Any], value: float | None) -> str | None:
+    """The value in words with its sign: a cost or a gain, a cut or a rise (``None`` when
+    the run did not measure it), e.g. ``"PR rose 25% from S=0 to S=1: a gain, no cost"``."""
+    if value is None:
+        return None
+    key, S = stat["key"], stat.get("S")
+    ks = metrics.get("ks") or []
+    pct = f"{abs(value) * 100:.0f}%"
+    if key == "PR_cost_relative":
+        if value > 0:
+            return f"PR fell {pct} from S=0 to S={S}: a cost"
+        return f"PR rose {pct} from S=0 to S={S}: a gain, no cost" if value < 0 else "PR unchanged: no cost"
+    if key == "delta_S_relative":
+        if value > 0:
+            return f"AER_max fell {pct} from S=0 to S={S}: a cut"
+        return f"AER_max rose {pct} from S=0 to S={S}: no cut" if value < 0 else "AER_max unchanged: no cut"
+    if key.startswith("k_effect_"):
+        name = _NAMES[key]
+        span = f"from k={min(ks)} to k={max(ks)}" if len(ks) >= 2 else "over k"
+        if value == 0:
+            return f"{name} unchanged {span}"
+        return f"{name} {'rose' if value > 0 else 'fell'} by {number_text(abs(value))} {span} at S={S}"
+    if key.startswith("FRS"):
+        return f"{value * 100:.0f}% of instances keep a recoverable copy"
+    return None
+
+
+def magnitude_text(value: float | None, reference: Any, test: dict[str, Any]) -> str | None:
+    """For a finding whose test is about direction (``>`` 0), how this run's size compares
+    with the study's (``"5.0× the study's 0.2"``), reported apart from the verdict; ``None``
+    when either is missing or the study's value is 0."""
+    if value is None or not isinstance(reference, (int, float)) or reference == 0 or test["op"] != ">":
+        return None
+    if value * reference < 0:
+        return f"opposite sign to the study's {reference:g}"
+    return f"{value / reference:.1f}× the study's {reference:g}"
+
+
+def _why_missing(metrics: dict[str, Any], stat: dict[str, Any]) -> str:
+    """Why a finding's statistic is ``None`` on this run, naming the real cause."""
+    levels = {r.get("S") for r in metrics.get("by_S") or []}
+    ks = metrics.get("ks") or []
+    if "S" in stat and stat["S"] not in levels and stat["table"] == "by_S":
+        return f"this run has no S={stat['S']} (--summary-levels)"
+    if stat["key"].startswith("k_effect_") and len(ks) < 2:
+        return f"this run has one k ({ks[0] if ks else '?'}); a k effect needs two (--k)"
+    if stat["table"] == "frs":
+        modes = stat.get("modes") or [stat["mode"]]
+        ran = {r.get("mode") for r in metrics.get("frs") or []}
+        if not ran & set(modes):
+            return f"this run ran no {' / '.join(modes)} (--deletion-modes)"
+        if "S" in stat and not any(r.get("S") == stat["S"] for r in metrics.get("frs") or []):
+            return f"this run has no S={stat['S']} (--summary-levels)"
+        return f"the design has no such tier at S={stat.get('S')}"
+    s0 = next((r for r in metrics.get("by_S") or [] if r.get("S") == 0), None)
+    if stat["key"] == "PR_cost_relative" and s0 is not None and not s0.get("PR"):
+        return "PR at S=0 is 0, so a cost relative to it is undefined"
+    if stat["key"] == "delta_S_relative" and s0 is not None and not s0.get("AER_max"):
+        return "AER_max at S=0 is 0, so a cut relative to it is undefined"
+    if stat["key"] == "PR_cost_relative" or stat["key"] == "delta_S_relative":
+        return "this run has no S=0 to compare with (--summary-levels)"
+    return "this run does not measure it"
+
+
 def _backend(metrics: dict[str, Any], config: dict[str, Any], field: str) -> str:
     if field == "summarizer_model":
         return str(
@@ -258,7 +351,12 @@ def evaluate_findings(metrics: dict[str, Any], config: dict[str, Any] | None = N
         ``reference``, ``reference_text``, ``definition``, ``quantity`` (what ``value``
         is: statistic, S, mode, k), ``format`` (``rate``, or ``percent_change`` for a
         relative change shown as −76%), ``value``, ``ci`` (``[low, high]``),
-        ``verdict`` (one of :data:`VERDICTS`), ``reason``, ``note`` (a backend remark
+        ``verdict`` (one of :data:`VERDICTS`), ``reason`` (for *not testable*, the real
+        cause: a missing S, k or mode, or a base of 0; fewer than :data:`MIN_INSTANCES`
+        instances turn a verdict into *inconclusive* with a small-sample warning),
+        ``test`` (the deciding test in words, :func:`test_text`), ``reading`` (the value
+        with its sign in words, :func:`reading`), ``magnitude`` (for a reproduced
+        direction, the size against the study's, :func:`magnitude_text`), ``note`` (a backend remark
         that does not change the verdict, or ``None``), ``source``; a finding tested
         by ``"reduces"`` also has ``reduction`` and ``reduction_ci``.
     """
@@ -275,7 +373,15 @@ def evaluate_findings(metrics: dict[str, Any], config: dict[str, Any] | None = N
             extra = {"reduction": diff, "reduction_ci": diff_ci}
         v, reason = verdict(value, ci, f["test"], ceiling=_ceiling(metrics, f.get("ceiling")),
                             diff=diff, diff_ci=diff_ci)
-        for req in f.get("requires", []):
+        if value is None:
+            v, reason = "not testable", _why_missing(metrics, stat)
+        n = metrics.get("n_instances")
+        if isinstance(n, int) and n < MIN_INSTANCES and v in ("reproduced", "not reproduced", "inconclusive") \
+                and f["test"]["op"] != "==":
+            v, reason = "inconclusive", (
+                f"small sample: {n} instance{'s' if n != 1 else ''}; a bootstrap CI from fewer than "
+                f"{MIN_INSTANCES} is degenerate, so no verdict (run --n {MIN_INSTANCES} or more; the study used 50)")
+        for req in f.get("requires", []) if value is not None else []:  # a missing S/k/mode comes first
             field = _BACKEND_FIELD[req["backend"]]
             if _backend(metrics, config, field) == "extractive":
                 v, reason = "not testable", f"with this backend: {req['reason']}"
@@ -296,6 +402,9 @@ def evaluate_findings(metrics: dict[str, Any], config: dict[str, Any] | None = N
                 "ci": ci,
                 "verdict": v,
                 "reason": reason,
+                "test": test_text(stat, f["test"], ci),
+                "reading": reading(metrics, stat, value),
+                "magnitude": magnitude_text(value, f.get("reference"), f["test"]) if v == "reproduced" else None,
                 "note": note,
                 "source": data["source"],
                 **extra,

@@ -28,9 +28,36 @@ def _planted_canaries(out: Path) -> dict[str, set[str]]:
 class HypothesesCounts(dict):
     """``{relative path: (answers with a canary, answers)}`` per hypotheses file, with
     ``copy_of``: the file ``hypotheses.jsonl`` is a byte-for-byte copy of (the sweep
-    writes it from ``hypotheses/S{S0}_k{k_max}.jsonl``), or ``None``."""
+    writes it from ``hypotheses/S{S0}_k{k_max}.jsonl``, the first S and the largest k,
+    and that file is named when it matches), or ``None``; and ``same_as``: for each
+    file byte-identical to an earlier one, that earlier file (so totals count each
+    distinct file once)."""
 
     copy_of: str | None = None
+    same_as: dict[str, str]
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.same_as = {}
+
+
+def _source_name(out: Path) -> str | None:
+    """``hypotheses/S{S0}_k{k_max}.jsonl`` from the run's ``config.json`` (the file the sweep
+    copies to ``hypotheses.jsonl``), or ``None`` without a readable config."""
+    try:
+        cfg = json.loads((out / "config.json").read_text())
+        return f"hypotheses/S{min(cfg['summary_levels'])}_k{max(cfg['ks'])}.jsonl"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _sk_key(p: Path) -> tuple[int, int, str]:
+    """Sort ``S{S}_k{k}.jsonl`` by S then k as numbers (k10 after k3)."""
+    try:
+        s_part, k_part = p.stem.split("_k")
+        return int(s_part.removeprefix("S")), int(k_part), p.name
+    except ValueError:
+        return 1 << 30, 1 << 30, p.name
 
 
 def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> HypothesesCounts:
@@ -74,15 +101,21 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
             found[key] = [c for c, m in matchers if m.contains(hyp)]
         return found[key]
 
-    files = sorted(out.glob("hypotheses*.jsonl")) + sorted((out / "hypotheses").glob("*.jsonl"))
+    per_sk = sorted((out / "hypotheses").glob("*.jsonl"), key=_sk_key)
+    source = _source_name(out)
+    if source and (out / source).exists():  # the file the sweep copied first, so it is named
+        per_sk.sort(key=lambda p: str(p.relative_to(out)) != source)
+    files = per_sk + sorted(out.glob("hypotheses*.jsonl"))
     counts = HypothesesCounts()
-    main = out / "hypotheses.jsonl"
-    if main.exists():
-        body = main.read_bytes()
-        counts.copy_of = next(
-            (str(p.relative_to(out)) for p in sorted((out / "hypotheses").glob("*.jsonl")) if p.read_bytes() == body),
-            None,
-        )
+    first_with: dict[bytes, str] = {}
+    for path in files:
+        rel = str(path.relative_to(out))
+        body = path.read_bytes()
+        if body in first_with:
+            counts.same_as[rel] = first_with[body]
+        else:
+            first_with[body] = rel
+    counts.copy_of = counts.same_as.get("hypotheses.jsonl")
     for path in files:
         lines = path.read_text(encoding="utf-8").splitlines()
         hit = total = 0
@@ -118,8 +151,10 @@ def canary_sentence(counts: dict[str, tuple[int, int]], redacted: bool = False) 
     if not counts:
         return None
     copy_of = getattr(counts, "copy_of", None)
-    # Each distinct answer file once: hypotheses.jsonl is a copy of ``copy_of``.
-    distinct = {p: c for p, c in counts.items() if not (copy_of and p == "hypotheses.jsonl")}
+    same_as = getattr(counts, "same_as", {}) or ({"hypotheses.jsonl": copy_of} if copy_of else {})
+    # Each distinct answer file once: a byte-identical file (hypotheses.jsonl is a copy
+    # of ``copy_of``; the k files often repeat each other) adds nothing.
+    distinct = {p: c for p, c in counts.items() if p not in same_as}
     hit = sum(h for h, _ in distinct.values())
     total = sum(t for _, t in distinct.values())
     nfiles = f"{len(distinct)} distinct hypotheses file{'s' if len(distinct) != 1 else ''}"
@@ -129,7 +164,9 @@ def canary_sentence(counts: dict[str, tuple[int, int]], redacted: bool = False) 
         head = f"{main[0]} of {main[1]} answers in `hypotheses.jsonl`"
         head += f" (a copy of `{copy_of}`, counted once), " if copy_of else ", "
     if hit == 0:
-        return f"No answer in the {nfiles} ({total} answers) contains a planted canary."
+        copy = (f" `hypotheses.jsonl` is a copy of `{copy_of}` (the first S and the largest k), "
+                "counted once.") if copy_of else ""
+        return f"No answer in the {nfiles} ({total} answers) contains a planted canary.{copy}"
     if redacted:
         return (f"{head}{hit} of {total} answers over the {nfiles} contained a planted canary; "
                 "they have been masked (`--redact-hypotheses`).")

@@ -46,6 +46,9 @@ class WorkerDied(RuntimeError):
 
 def _serve(conn: Connection, fn: Callable[..., Any], initializer: Callable[..., None] | None,
            initargs: tuple[Any, ...]) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone handles it (it stops the
+    # workers and says what was kept), so a worker does not die of it mid-unit first.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer(*initargs)
     while True:

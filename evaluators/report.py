@@ -107,10 +107,17 @@ _BACKEND = "with this backend: "
 
 
 def _verdict_cell(f: dict[str, Any]) -> str:
+    """The verdict with its reason, the deciding test and, for a reproduced direction,
+    the magnitude against the study's, reported apart."""
     reason = f.get("reason") or ""
     if reason.startswith(_BACKEND):
         return f"{f['verdict']} with this backend (see below)"
-    cell = f"{f['verdict']} ({reason})" if reason else f["verdict"]
+    verdict = f["verdict"]
+    if f.get("magnitude"):
+        verdict = f"direction {verdict}; magnitude {f['magnitude']}"
+    cell = f"{verdict} ({reason})" if reason else verdict
+    if f.get("test") and f["verdict"] != "not testable":
+        cell += f"; test: {f['test']}"
     return f"{cell}; note: {f['note']}" if f.get("note") else cell
 
 
@@ -155,7 +162,8 @@ def tables(
     ftab = [
         [f["claim"], f["reference_text"], f.get("quantity", "–"),
          (_pct(f["value"], f["ci"]) if f.get("format") == "percent_change" else value_text(f["value"], f["ci"]))
-         + (f"; reduction {value_text(f['reduction'], f.get('reduction_ci'))}" if f.get("reduction") is not None else ""),
+         + (f"; reduction {value_text(f['reduction'], f.get('reduction_ci'))}" if f.get("reduction") is not None else "")
+         + (f" ({f['reading']})" if f.get("reading") else ""),
          _verdict_cell(f)]
         for f in findings
     ]
@@ -411,7 +419,10 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
 
     Args:
         out_dir: a sweep output directory holding ``metrics.json`` and ``config.json``.
-        redact_hypotheses: mask planted canaries in the hypotheses files first.
+        redact_hypotheses: mask planted canaries in the hypotheses files first, and
+            record the choice in the run (:func:`evaluators.rundir.record_setting`) so
+            every later sweep, ``--resume`` and report on it masks them too; a run that
+            recorded it is masked whatever this argument says.
 
     Returns:
         The path of ``report.md``.
@@ -424,6 +435,11 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     mpath = out / "metrics.json"
     if not mpath.exists():
         raise FileNotFoundError(f"{mpath} not found: run `memkit sweep --out {out}` first")
+    from evaluators.rundir import record_setting, run_settings
+
+    if redact_hypotheses:  # kept: later sweeps, --resume and reports on this run mask too
+        record_setting(out, "redact_hypotheses", True)
+    redact_hypotheses = redact_hypotheses or bool(run_settings(out).get("redact_hypotheses"))
     metrics = json.loads(mpath.read_text())
     cpath = out / "config.json"
     config = json.loads(cpath.read_text()) if cpath.exists() else {}

@@ -237,6 +237,15 @@ def check_spec(spec: str, **kw: Any) -> None:
     _prepare(spec, dict(kw))
 
 
+DEFAULT_MAX_TOKENS = 256
+"""Cap on generated tokens per call for every chat backend where the caller sets none
+(``llamacpp:``, ``openai:``, ``ollama:`` as ``num_predict``, ``anthropic:``): memkit's
+answers are short, and an uncapped small model can run to thousands of tokens per
+reply. Override with ``chat_model(spec, max_tokens=N)`` or ``memkit sweep --max-tokens N``."""
+
+_CAPPED_PROVIDERS = ("openai", "anthropic")
+
+
 def chat_model(spec: str, **kw: Any) -> BaseChatModel:
     """Turn a spec string into a LangChain chat model.
 
@@ -246,7 +255,9 @@ def chat_model(spec: str, **kw: Any) -> BaseChatModel:
             or ``<provider>:<model>`` for any provider ``init_chat_model`` knows.
         **kw: passed to the model's constructor (``base_url``, ``api_key``,
             ``temperature``, ``n_ctx`` ...). ``check=False`` skips the reachability
-            check of a local server.
+            check of a local server. ``max_tokens`` defaults to
+            :data:`DEFAULT_MAX_TOKENS` for ``llamacpp:``, ``openai:``, ``anthropic:`` and
+            ``ollama:`` (sent as ``num_predict``).
 
     Returns:
         A :class:`~langchain_core.language_models.BaseChatModel`.
@@ -291,6 +302,12 @@ def _prepare(spec: str, kw: dict[str, Any]) -> tuple[str, str, str, dict[str, An
     provider, _, name = spec.partition(":")
     if not name:
         raise ModelSpecError(f"model spec {spec!r} names no model after `{provider}:`")
+    if provider in _CAPPED_PROVIDERS or provider == "llamacpp":
+        if kw.get("max_tokens") is None:
+            kw["max_tokens"] = DEFAULT_MAX_TOKENS
+    elif provider == "ollama":
+        cap = kw.pop("max_tokens", None)
+        kw.setdefault("num_predict", cap or DEFAULT_MAX_TOKENS)
     if provider == "llamacpp":
         llamacpp_path(name)
         return spec, provider, name, kw

@@ -963,7 +963,7 @@ def register_cli(app: typer.Typer) -> None:
 
     @app.command("residue")
     def residue(
-        path: Path = typer.Argument(..., help="Chroma persist directory to scan."),
+        path: Path = typer.Argument(None, help="Chroma persist directory to scan (or --run/--unit/--mode)."),
         secret: str = typer.Argument(
             None, help="The string to look for; '-' reads it from stdin (keeps it out of shell "
                        "history). Omit it with --secrets-file or --user-turns."
@@ -977,6 +977,9 @@ def register_cli(app: typer.Typer) -> None:
                                        "({'canary'})."
         ),
         user: str = typer.Option(None, "--user", help="With --user-turns: whose fingerprint."),
+        run: Path = typer.Option(None, "--run", help="A sweep run kept with --keep-stores (with --unit, --mode)."),
+        unit: str = typer.Option(None, "--unit", help="--run: unit id QUESTION_ID::S<S> from results.jsonl."),
+        mode: str = typer.Option(None, "--mode", help="--run: deletion mode, e.g. raw_only."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
         cache: list[Path] = typer.Option(
             [], "--cache", help="SQLite LLM cache file to scan too (repeatable)."
@@ -1002,6 +1005,19 @@ def register_cli(app: typer.Typer) -> None:
         copy remains; 2 on bad input; 3 when no copy was found but some surface or
         file was not (fully) checked (the report says which and why).
         """
+        if run is not None:  # the kept store and its planted canary (memkit/kept_store.py)
+            from memkit.kept_store import KeptStoreError, kept_store
+
+            try:
+                path, secret, kept_cache = kept_store(run, unit or "", mode or "")
+            except KeptStoreError as exc:
+                typer.echo(f"memkit residue: error: {exc}", err=True)
+                raise typer.Exit(2) from exc
+            cache = [*cache, *([kept_cache] if kept_cache else [])]
+        elif path is None or (secret is None and secrets_file is None and user_turns is None):
+            typer.echo("memkit residue: error: give PATH SECRET (or PATH --secrets-file FILE, PATH "
+                       "--user-turns FILE --user ID), or --run RUN --unit ID --mode MODE", err=True)
+            raise typer.Exit(2)
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
         many: list[str] | None = None

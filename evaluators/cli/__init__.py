@@ -18,18 +18,38 @@ callable ``register(app: typer.Typer) -> None``).
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import entry_points
+from typing import Any
 
 import typer
 
 import memkit
 
-app = typer.Typer(
+
+class _App(typer.Typer):
+    """The ``memkit`` app: an operating-system error (a read-only run directory, a
+    permission, a full disk) ends any command with one line and exit status 2, never
+    a traceback (:func:`evaluators.cli.errors.os_error_line`)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except OSError as exc:
+            from evaluators.cli.errors import os_error_line
+
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+            sys.stderr.write(f"memkit {command}: {os_error_line(exc)}\n".replace("memkit : ", "memkit: "))
+            raise SystemExit(2) from None
+
+
+app = _App(
     name="memkit",
     help="Audit the memory of LLM agents for privacy (PR, AER, PUA, FRS).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain click help: wrapped to the terminal, never cut, no <bool> metavars
 )
 
 
@@ -63,7 +83,59 @@ def _register() -> None:
             ep.load()(app)
 
 
+def _plain_metavars(app: typer.Typer) -> None:
+    """Give every option and argument without a metavar a plain one (``TEXT``, ``N``,
+    ``PATH``, ``RUN_DIRS...``) so ``--help`` shows no ``<str>``/``<list[Path]>``/``{out_dir}``
+    artefacts of typer's generated names."""
+    import inspect
+    import typing
+    from pathlib import Path
+
+    from typer.models import ArgumentInfo, OptionInfo
+
+    def name_for(tp: Any) -> str:
+        origin = typing.get_origin(tp)
+        if origin in (list, tuple):
+            return name_for(typing.get_args(tp)[0])
+        if origin is not None:  # Optional[X] / X | None
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            return name_for(args[0]) if args else "TEXT"
+        return {int: "N", float: "X", Path: "PATH", str: "TEXT"}.get(tp, "VALUE")
+
+    from typer.core import TyperCommand
+
+    class _Command(TyperCommand):
+        """Usage line and argument list in click's plain style (``RUN_DIR``, not typer's
+        ``{RUN_DIR}`` and ``RUN_DIR <path>``)."""
+
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            for param in self.params:  # no "<list[Path]>" type label after an argument
+                if param.param_type_name == "argument":
+                    param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+
+        def collect_usage_pieces(self, ctx: Any) -> list[str]:
+            return [p.replace("{", "").replace("}", "") for p in super().collect_usage_pieces(ctx)]
+
+    for cmd in app.registered_commands:
+        if cmd.cls in (None, TyperCommand):
+            cmd.cls = _Command
+        if cmd.callback is None:
+            continue
+        hints = typing.get_type_hints(cmd.callback)
+        for pname, param in inspect.signature(cmd.callback).parameters.items():
+            info = param.default
+            tp = hints.get(pname)
+            if not isinstance(info, (ArgumentInfo, OptionInfo)) or info.metavar or tp is bool:
+                continue
+            if isinstance(info, ArgumentInfo):
+                info.metavar = pname.upper()
+            else:
+                info.metavar = name_for(tp)
+
+
 _register()
+_plain_metavars(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

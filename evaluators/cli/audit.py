@@ -36,6 +36,7 @@ from pathlib import Path
 
 import typer
 
+from evaluators.cli.errors import os_error_line
 from evaluators.targets.gates import evaluate, junit_xml, parse_condition, run_target
 
 
@@ -75,7 +76,15 @@ def register(app: typer.Typer) -> None:
         if matrix:
             from evaluators.targets.matrix import run_matrix
 
-            table = run_matrix(n=n, seed=seed, pg_uri=pg_uri, pgdata=pgdata, n_resamples=n_resamples, out=out)
+            try:
+                table = run_matrix(n=n, seed=seed, pg_uri=pg_uri, pgdata=pgdata, n_resamples=n_resamples,
+                                   out=out)
+            except OSError as exc:
+                typer.echo(f"memkit audit: {os_error_line(exc)}", err=True)
+                raise typer.Exit(2) from exc
+            except ValueError as exc:
+                typer.echo(f"memkit audit: {exc}", err=True)
+                raise typer.Exit(2) from exc
             typer.echo(table["markdown"])
             raise typer.Exit(0)
         if not target:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from evaluators.compare import METRICS, UnpairedRunsError, ci_text, compare_runs
+from evaluators.compare import METRICS, UnpairedRunsError, ci_text, compare_runs, paired_text
 
 
 def register(app: typer.Typer) -> None:
@@ -31,5 +31,5 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"memkit compare: {len(result['runs'])} runs -> {out / 'compare.md'}"
                    + ("" if result["paired"] else " (UNPAIRED resampling)"))
         for d in result["differences"]:
-            typer.echo(f"  {d['A']} − {d['B']} S={d['S']}: "
+            typer.echo(f"  {d['A']} − {d['B']} S={d['S']} ({paired_text(d)}): "
                        + ", ".join(f"Δ{m}={d[f'{m}_diff']:+.2f}{ci_text(d[f'{m}_diff_ci'])}" for m in METRICS))

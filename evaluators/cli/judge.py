@@ -20,7 +20,8 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(..., help="Judge model spec (e.g. openai:gpt-4o, ollama:qwen3, llamacpp:PATH)."),
         base_url: str | None = typer.Option(None, help="Server URL for openai:/ollama: models."),
         api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key."),
-        max_tokens: int | None = typer.Option(None, help="Cap on tokens per judge call."),
+        max_tokens: int | None = typer.Option(
+            None, help="Cap on generated tokens per judge call (default: memkit.models.DEFAULT_MAX_TOKENS)."),
     ) -> None:
         """Re-score a run's answers with an LLM judge; write rule–judge agreement into
         metrics.json and the report."""
@@ -37,10 +38,14 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"memkit judge: --api-key-env: the environment variable {api_key_env} is not set", err=True)
                 raise typer.Exit(2)
             kw["api_key"] = key
+        from evaluators.rundir import NotARunDirectoryError, require_run
+
         try:
+            if (run_dir / "metrics.json").exists():  # judge rewrites metrics.json and the report: only in a run
+                require_run(run_dir, "sweep")
             judge_model = chat_model(model, **kw)
             block = judge_run(run_dir, judge_model, model_spec=model)
-        except (FileNotFoundError, ValueError, ModelSpecError) as exc:
+        except (FileNotFoundError, NotARunDirectoryError, ValueError, ModelSpecError) as exc:
             typer.echo(f"memkit judge: {exc}", err=True)
             raise typer.Exit(2) from exc
         for rule, a in block["agreement"].items():

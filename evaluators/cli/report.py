@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
+from evaluators.cli.errors import os_error_line
 from evaluators.report import canary_sentence, hypotheses_with_canaries, write_report
+from evaluators.rundir import NotARunDirectoryError, require_run
 
 
 def register(app: typer.Typer) -> None:
@@ -20,9 +22,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """(Re)write report.md, report.html and the figures from a sweep's metrics.json."""
         try:
+            require_run(out_dir, "sweep")
+        except (FileNotFoundError, NotARunDirectoryError) as exc:
+            typer.echo(f"memkit report: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        try:
             path = write_report(out_dir, redact_hypotheses=redact_hypotheses)
         except FileNotFoundError as exc:
             typer.echo(f"memkit report: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        except OSError as exc:
+            typer.echo(f"memkit report: {os_error_line(exc)}", err=True)
             raise typer.Exit(2) from exc
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             typer.echo(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -10,6 +14,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
+from evaluators.cli.errors import os_error_line
 from evaluators.pool import WorkerDied
 from evaluators.sweep import RESULTS, SweepConfig, SweepLockedError, run_sweep
 from graphs.forget import DELETION_MODES
@@ -17,11 +22,25 @@ from graphs.forget import DELETION_MODES
 # --------------------------------------------------------------------------- CLI
 
 
+class _OptionError(ValueError):
+    """A command-line value that cannot be meant (the message names the option)."""
+
+
 def _int_list(text: str, name: str) -> list[int]:
+    """``"1,3,6"`` -> ``[1, 3, 6]``; an empty item or a non-integer is refused, and a
+    list that is not ascending and distinct is normalised with a note on stderr."""
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise _OptionError(f"{name} {text!r} has an empty item; give comma-separated integers such as 1,3,6")
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in items]
     except ValueError as exc:
-        raise typer.BadParameter(f"{name} takes comma-separated integers, got {text!r}") from exc
+        raise _OptionError(f"{name} takes comma-separated integers, got {text!r}") from exc
+    norm = sorted(set(values))
+    if norm != values:
+        typer.echo(f"memkit sweep: note: {name} {text} runs as {','.join(map(str, norm))} "
+                   "(ascending, duplicates dropped)", err=True)
+    return norm
 
 
 _OPTION_NAMES = {"ks": "--k", "n": "--n", "summary_levels": "--summary-levels", "data": "--data",
@@ -54,7 +73,9 @@ def register(app: typer.Typer) -> None:
             None, help="Environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY)."),
         summary_levels: str = typer.Option("0,1,2", help="Summary levels S, comma-separated."),
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
-        deletion_modes: str = typer.Option(",".join(DELETION_MODES), help="Deletion modes ('' for none)."),
+        deletion_modes: str = typer.Option(
+            ",".join(DELETION_MODES), show_default="all five",
+            help=f"Deletion modes, comma-separated ('' for none): {', '.join(DELETION_MODES)}."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
         concurrency: int | None = typer.Option(
             None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "
@@ -68,7 +89,12 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, help="Continue a killed sweep in --out."),
         keep_stores: bool = typer.Option(
             False, help="Keep each deletion mode's forgotten store under OUT/stores for `memkit residue`."),
-        max_tokens: int | None = typer.Option(None, help="Cap on tokens per LLM call."),
+        max_tokens: int | None = typer.Option(
+            None, help="Cap on generated tokens per LLM call (default: the backend's default cap, "
+                       "memkit.models.DEFAULT_MAX_TOKENS)."),
+        redact_hypotheses: bool = typer.Option(
+            False, help="Mask planted canaries in hypotheses*.jsonl; recorded in the run and kept by "
+                        "later sweeps, --resume and `memkit report`."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for CIs."),
         quiet: bool = typer.Option(False, help="No progress bar."),
         design: list[str] | None = typer.Option(
@@ -81,6 +107,12 @@ def register(app: typer.Typer) -> None:
         from memkit.models import ModelSpecError
 
         try:
+            ks = _int_list(k, "--k")
+            levels = _int_list(summary_levels, "--summary-levels")
+        except _OptionError as exc:
+            typer.echo(f"memkit sweep: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        try:
             config = SweepConfig(
                 data=data,
                 n=_n_option(n),
@@ -89,8 +121,9 @@ def register(app: typer.Typer) -> None:
                 summarizer_model=summarizer_model,
                 base_url=base_url,
                 api_key_env=api_key_env,
-                summary_levels=_int_list(summary_levels, "--summary-levels"),
-                ks=_int_list(k, "--k"),
+                summary_levels=levels,
+                ks=ks,
+                redact_hypotheses=redact_hypotheses,
                 deletion_modes=[m.strip() for m in deletion_modes.split(",") if m.strip()],
                 workers=workers,
                 concurrency=concurrency,
@@ -108,11 +141,16 @@ def register(app: typer.Typer) -> None:
                 msg = str(err["msg"]).removeprefix("Value error, ")
                 typer.echo(f"memkit sweep: {option}: {msg}", err=True)
             raise typer.Exit(2) from exc
+        already = _units_kept(out, design) if resume else 0
         t0 = time.perf_counter()
+        previous = signal.signal(signal.SIGINT, _second_ctrl_c_stops_at_once(out, design))
         try:
             with warnings.catch_warnings():
                 warnings.showwarning = _echo_warning
                 metrics = run_sweep(config, out, resume=resume, progress=not quiet, designs=design or None)
+        except KeyboardInterrupt:
+            typer.echo(_interrupted(out, design), err=True)
+            raise typer.Exit(130) from None
         except WorkerDied as exc:
             typer.echo(
                 f"memkit sweep: {exc}. The units finished before it are kept in {out / RESULTS}; "
@@ -126,13 +164,25 @@ def register(app: typer.Typer) -> None:
         except ModelSpecError as exc:
             typer.echo(f"memkit sweep: --model: {exc}", err=True)
             raise typer.Exit(2) from exc
-        except (SweepLockedError, OSError, ValueError) as exc:
+        except OSError as exc:
+            typer.echo(f"memkit sweep: {os_error_line(exc)}", err=True)
+            raise typer.Exit(2) from exc
+        except (SweepLockedError, ValueError) as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
+        finally:
+            signal.signal(signal.SIGINT, previous)
         dt = time.perf_counter() - t0
         by_design = metrics["designs"] if "designs" in metrics else {metrics.get("design", "study"): metrics}
         units = sum(m["totals"]["units"] for m in by_design.values())
-        typer.echo(f"memkit sweep: {units} units in {dt:.1f} s -> {out}")
+        ran = units - min(already, units)
+        if ran == units:
+            typer.echo(f"memkit sweep: {units} units in {dt:.1f} s -> {out}")
+        elif ran == 0:
+            typer.echo(f"memkit sweep: all {units} units were already done; outputs rewritten in {dt:.1f} s -> {out}")
+        else:
+            typer.echo(f"memkit sweep: {ran} units run in {dt:.1f} s, {units - ran} already done "
+                       f"({units} in all) -> {out}")
         for name, m in by_design.items():
             for row in m["by_S"]:
                 typer.echo(
@@ -146,7 +196,70 @@ def register(app: typer.Typer) -> None:
             if line:
                 typer.echo(f"  {run_dir.name}: " + line.replace("**", ""))
         if config.keep_stores:
-            typer.echo(f"  forgotten stores: {out / 'stores'} (scan one with `memkit residue DIR/chroma SECRET`)")
+            typer.echo(f"  forgotten stores: {out / 'stores'}; scan one, e.g.:")
+            for run_dir in ([out / name for name in by_design] if "designs" in metrics else [out]):
+                cmd = residue_command(run_dir)
+                if cmd:
+                    typer.echo(f"    {cmd}")
+
+
+def _interrupted(out: Path, designs: list[str] | None) -> str:
+    """What Ctrl-C kept and the exact command that goes on."""
+    kept = _units_kept(out, designs)
+    return (f"\nmemkit sweep: interrupted. {kept} finished units are kept in {out} "
+            f"(a unit cut short runs again); go on with:\n  {_resume_command()}")
+
+
+def _second_ctrl_c_stops_at_once(out: Path, designs: list[str] | None) -> Any:
+    """A SIGINT handler: the first Ctrl-C stops the sweep after the model calls in flight
+    (a llama.cpp call cannot be cut), saying so; a second one stops at once. Finished
+    units are fsync'd with their markers, so nothing finished is lost either way."""
+    pressed = []
+
+    def handler(signum: int, frame: Any) -> None:
+        pressed.append(signum)
+        if len(pressed) == 1:
+            sys.stderr.write("\nmemkit sweep: stopping after the model calls in flight "
+                             "(Ctrl-C again stops at once)\n")
+            raise KeyboardInterrupt
+        sys.stderr.write(_interrupted(out, designs) + "\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    return handler
+
+
+def _resume_command() -> str:
+    """The exact command line that continues this sweep (this one, with ``--resume``)."""
+    argv = sys.argv[1:]
+    if "--resume" not in argv:
+        argv = [*argv, "--resume"]
+    return shlex.join(["memkit", *argv])
+
+
+def _units_kept(out: Path, designs: list[str] | None) -> int:
+    """Completed units in ``out`` (and its design subdirectories), by their ``unit_done``
+    markers (units of damaged records do not count: they run again)."""
+    from evaluators.records import load_records
+
+    n = 0
+    for path in [out / RESULTS, *sorted(out.glob(f"*/{RESULTS}"))]:
+        if path.exists():
+            try:
+                n += len(load_records(path)[1])
+            except (OSError, ValueError):
+                pass
+    return n
+
+
+def residue_command(run_dir: Path) -> str | None:
+    """``memkit residue --run RUN --unit ID --mode MODE`` for the first kept store of a run."""
+    stores = run_dir / "stores"
+    for path in sorted(stores.glob("*/S*/*/chroma")):
+        mode_dir = path.parent
+        return shlex.join(["memkit", "residue", "--run", str(run_dir), "--unit",
+                           f"{mode_dir.parent.parent.name}::{mode_dir.parent.name}", "--mode", mode_dir.name])
+    return None
 
 
 def _echo_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,

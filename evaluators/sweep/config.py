@@ -22,7 +22,8 @@ class SweepLockedError(RuntimeError):
     """Another process holds the output directory's lock."""
 
 
-NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address"}
+NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address",
+                "redact_hypotheses", "n_instances"}
 """Config fields that do not change a run's results (a resume may change them)."""
 
 
@@ -41,7 +42,7 @@ class SweepConfig(BaseModel):
         deletion_modes: modes of the residue phase (``[]`` skips it).
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
-        max_tokens: cap on generated tokens per LLM call (``None``: the backend's default).
+        max_tokens: cap on generated tokens per LLM call (``None``: :data:`memkit.models.DEFAULT_MAX_TOKENS`, 256).
         base_url: server URL for ``openai:`` / ``ollama:`` models (``None``: the
             provider's default or ``OPENAI_BASE_URL`` / ``OLLAMA_HOST``).
         api_key_env: name of the environment variable holding the API key (the key
@@ -61,6 +62,9 @@ class SweepConfig(BaseModel):
             (units as Ray tasks; not part of the identity).
         ray_address: the Ray cluster to join (``None``: ``RAY_ADDRESS`` or a local
             Ray started for the run; not part of the identity).
+        redact_hypotheses: mask planted canaries in the hypotheses files; recorded in
+            the run (:func:`evaluators.rundir.record_setting`) and kept by every later
+            sweep, ``--resume`` and ``memkit report`` on it (not part of the identity).
     """
 
     data: str = "synthetic"
@@ -84,6 +88,7 @@ class SweepConfig(BaseModel):
     rps: float | None = Field(None, gt=0)
     executor: str = "local"
     ray_address: str | None = None
+    redact_hypotheses: bool = False
 
     @field_validator("executor")
     @classmethod

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from evaluators.aggregate import compute_metrics
 from evaluators.findings import evaluate_findings
+from evaluators.rundir import run_settings
 from evaluators.sweep.config import SweepConfig
 from memkit.models import add_usage
 
@@ -57,5 +59,21 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
             ]
             (hyp_dir / f"S{S}_k{k}.jsonl").write_text("\n".join(lines) + "\n")
     shutil.copyfile(hyp_dir / f"S{config.summary_levels[0]}_k{max(config.ks)}.jsonl", out / "hypotheses.jsonl")
-    write_report(out)
+    _note_k_beyond_stores(main_q, config.ks)
+    redact = config.redact_hypotheses or bool(run_settings(out).get("redact_hypotheses"))
+    write_report(out, redact_hypotheses=redact)
     return metrics
+
+
+def _note_k_beyond_stores(main_q: list[dict[str, Any]], ks: Sequence[int]) -> None:
+    """Warn when a k retrieved no more than a smaller k did in every unit (no store held
+    more chunks): those k columns repeat the smaller k's."""
+    most = max((len(r.get("retrieved_ids") or []) for r in main_q), default=0)
+    beyond = [k for k in ks if k > most]
+    if most > 0 and beyond:
+        warnings.warn(
+            f"--k {','.join(map(str, beyond))}: larger than any store in this run (the largest "
+            f"held {most} chunks), so k={','.join(map(str, beyond))} retrieved every chunk of every "
+            f"store, the same as k={most} would",
+            stacklevel=2,
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 from tqdm import tqdm
 
+from evaluators.rundir import check_out_dir, claim_out_dir, record_setting
 from evaluators.sweep.config import (
     CACHE,
     NOT_IDENTITY,
@@ -77,6 +79,8 @@ def run_sweep(
 
     Raises:
         SweepLockedError: another process is writing to ``out``.
+        evaluators.rundir.NotARunDirectoryError: ``out`` is a non-empty directory that
+            is not a sweep run (:func:`evaluators.rundir.check_out_dir`; nothing is written).
         FileExistsError: ``out`` holds results and ``resume`` is False.
         ValueError: ``resume`` with a different configuration, or bad options.
         memkit.longmemeval.LongMemEvalError: a malformed data file.
@@ -84,9 +88,8 @@ def run_sweep(
         WorkerDied: a worker process died (its unit is named; ``--resume`` goes on).
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file; give a directory")
     specs = list(designs) if designs else [config.design]
+    check_out_dir(out, "designs" if len(specs) > 1 else "sweep")
     resolved = [resolve_design(d) for d in specs]  # a bad spec fails before out is touched
     names = [d.name for d in resolved]
     if len(set(names)) != len(names):
@@ -97,15 +100,18 @@ def run_sweep(
     spec = specs[0]
     design_obj = spec if isinstance(spec, MemoryDesign) else None
     config = config.model_copy(update={"design": spec if isinstance(spec, str) else spec.name})
+    say = announce if progress else (lambda _msg: None)
+    say(f"loading data ({config.data})")
     instances = load_instances(config)
     if model is None:
         from memkit.models import check_spec
 
         kw = config.model_kwargs()
         for spec in {config.model, config.summarizer_model or config.model}:
+            say(f"checking model {spec}")
             check_spec(spec, **kw)
     identity = config.identity()  # hashes the data file once
-    out.mkdir(parents=True, exist_ok=True)
+    claim_out_dir(out, "sweep")
     lock = FileLock(str(out / ".lock"))
     try:
         lock.acquire(timeout=0)
@@ -116,7 +122,7 @@ def run_sweep(
         ) from exc
     try:
         return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
-                           use_cache, write_outputs, design_obj, cache_path)
+                           use_cache, write_outputs, design_obj, cache_path, say)
     finally:
         lock.release()
 
@@ -125,7 +131,7 @@ def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign]
                  **kw: Any) -> dict[str, Any]:
     """Several designs: one complete run per design under ``out/<name>``, one shared
     LLM cache, then the comparison of the runs in ``out`` (see :func:`run_sweep`)."""
-    out.mkdir(parents=True, exist_ok=True)
+    claim_out_dir(out, "designs")
     use_cache = kw.pop("use_cache")
     write_outputs = kw.pop("write_outputs")
     cache = str(out / CACHE) if use_cache else None
@@ -154,7 +160,9 @@ def _run_locked(
     write_outputs: bool,
     design_obj: MemoryDesign | None = None,
     cache_override: str | Path | None = None,
+    say: Any = None,
 ) -> dict[str, Any]:
+    say = say or (lambda _msg: None)
     results = out / RESULTS
     cfg_path = out / "config.json"
     records, done, bad = load_records(results) if results.exists() else ([], set(), [])
@@ -167,6 +175,9 @@ def _run_locked(
         before = json.loads(cfg_path.read_text())
         for key in NOT_IDENTITY:
             before.pop(key, None)
+        if config.data != "synthetic" and _covers(before.get("n"), len(instances)) and _covers(
+                identity.get("n"), len(instances)):
+            before["n"] = identity.get("n")  # both ask for every instance of the file
         if before != identity:
             diff = sorted(k for k in set(before) | set(identity) if before.get(k) != identity.get(k))
             raise ValueError(
@@ -175,7 +186,11 @@ def _run_locked(
             )
     # No completed unit yet (a fresh directory, or a run that failed before its
     # first unit): nothing can be lost, so this configuration simply takes over.
-    cfg_path.write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
+    # n_instances: what was run (``n`` is what was asked: more than the file holds runs
+    # them all); recorded beside the identity, not part of it, so runs resume unchanged.
+    cfg_path.write_text(json.dumps({**identity, "n_instances": len(instances)}, indent=2, sort_keys=True) + "\n")
+    if config.redact_hypotheses:
+        record_setting(out, "redact_hypotheses", True)
 
     units = [(inst, S) for inst in instances for S in config.summary_levels]
     order = {unit_id(inst.question_id, S): i for i, (inst, S) in enumerate(units)}
@@ -203,6 +218,7 @@ def _run_locked(
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     todo = [(inst, S) for inst, S in units if unit_id(inst.question_id, S) not in done]
+    say(cost_line(config, instances, len(units), len(todo)))
     bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", disable=not progress,
                desc=f"memkit sweep [{config.design}]", dynamic_ncols=True)
     try:
@@ -225,6 +241,7 @@ def _run_locked(
         bar.close()
         shutil.rmtree(work, ignore_errors=True)
 
+    say(f"writing {results} in canonical order")
     records, done, _ = load_records(results)
     missing = set(order) - done
     if missing:
@@ -233,5 +250,50 @@ def _run_locked(
     rewrite_records(results, records)
     if not write_outputs:
         return {}
+    say("writing metrics.json, hypotheses, report and figures")
     return write_outputs_for(out, records, config)
+
+
+def _covers(n: int | None, count: int) -> bool:
+    """``n`` takes every one of ``count`` instances (``None`` = all)."""
+    return n is None or n >= count
+
+
+def announce(msg: str) -> None:
+    """Say which phase a sweep is in, on stderr (so no wait is silent)."""
+    tqdm.write(f"memkit sweep: {msg}", file=sys.stderr)
+
+
+def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, n_todo: int) -> str:
+    """What the run costs, said before it starts: units, and LLM calls per unit for the grid.
+
+    Per unit (docs/metrics.md, the sweep's three phases): the main phase asks the
+    question and the probes at every k, the residue phase asks the probes with each
+    tier and the question at every k per deletion mode; the write phase summarizes
+    each session once at S > 0. Identical contexts and repeated prompts are served
+    from the LLM cache, so these are upper bounds; ``extractive`` calls no LLM.
+    """
+    from evaluators.protocol import probe_queries
+    from memkit.store import TIERS
+
+    n_probes = len(probe_queries())
+    nk = len(config.ks)
+    main = (1 + n_probes) * nk
+    forget = len(config.deletion_modes) * (n_probes * len(TIERS) + 1) * nk
+    sessions = max((len(list(i.sessions())) for i in instances), default=0)
+    summaries = sessions if any(S > 0 for S in config.summary_levels) else 0
+    per_unit = main + forget + summaries
+    done = n_units - n_todo
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    head = (f"{count(len(instances), 'instance')} x S={','.join(map(str, config.summary_levels))}: "
+            f"{count(n_units, 'unit')}"
+            + (f" ({done} already done, {n_todo} to run)" if done else ""))
+    if config.model == "extractive" and (config.summarizer_model or "extractive") == "extractive":
+        return head + "; model-free (extractive), no LLM calls"
+    return (f"{head}; up to {per_unit} LLM calls per unit ({main} main = {1 + n_probes} queries x {nk} k, "
+            f"{forget} after forgetting = {count(len(config.deletion_modes), 'mode')} x {n_probes * len(TIERS) + 1} "
+            f"queries x {nk} k, {summaries} summaries), up to {per_unit * n_todo} in all "
+            "(repeats come from the LLM cache); fewer k, S or --deletion-modes cost less")
 

@@ -124,7 +124,8 @@ def run_matrix(*, n: int = 2, seed: int = 0, pg_uri: str | None = None, pgdata: 
         pg_uri, pgdata: a PostgreSQL server to use (else a temporary one, if pgserver
             is installed; else the Postgres row says why it did not run).
         n_resamples: bootstrap resamples per audit.
-        out: directory to write ``matrix.md`` and ``matrix.json`` into.
+        out: directory to write ``matrix.md`` and ``matrix.json`` into (new, empty or an
+            earlier matrix output: :func:`evaluators.rundir.check_out_dir`).
 
     Returns:
         ``{"rows": [...], "surfaces": [...], "markdown": str (the compact table),
@@ -132,6 +133,10 @@ def run_matrix(*, n: int = 2, seed: int = 0, pg_uri: str | None = None, pgdata: 
     """
     from evaluators.targets.run import audit_target
 
+    if out is not None:  # refuse a mistaken --out before the (long) matrix runs
+        from evaluators.rundir import check_out_dir
+
+        check_out_dir(out, "audit")
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for label, make in _factories(pg_uri, pgdata):
@@ -168,7 +173,9 @@ def run_matrix(*, n: int = 2, seed: int = 0, pg_uri: str | None = None, pgdata: 
     result = {"rows": rows, "surfaces": surfaces, "markdown": md, "wide": wide,
               "seconds": round(time.perf_counter() - t0, 1)}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        from evaluators.rundir import claim_out_dir
+
+        claim_out_dir(out, "audit")
         (out / "matrix.md").write_text(md + "\n" + wide)
         (out / "matrix.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     return result
