@@ -83,7 +83,6 @@ import os
 import re
 import shutil
 import sqlite3
-import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -91,7 +90,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import typer
 
 from memkit.containers import Limits
 from memkit.coverage import FileCoverage, coverage_summary
@@ -113,7 +111,6 @@ __all__ = [
     "Limits",
     "NotAChromaDirectory",
     "ResidueReport",
-    "register_cli",
     "scan",
     "secret_bytes_regex",
 ]
@@ -890,163 +887,3 @@ def scan(
 
 
 # --------------------------------------------------------------------------- CLI
-
-
-def _print_report(report: ResidueReport, limit: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    summary = Table(title=f"memkit residue: {report.target}", title_justify="left")
-    summary.add_column("surface")
-    summary.add_column("copies", justify="right")
-    for s, n in report.counts().items():
-        if n:
-            shown = f"[bold red]{n}[/]"
-        else:
-            shown = "not given" if s in report.not_given else "not checked" if s in report.unchecked else "0"
-        summary.add_row(s, shown)
-    console.print(summary)
-    if report.secret_labels:
-        left = [r for r in report.per_secret() if r["total"]]
-        t = Table(title=f"secrets that remain ({len(left)} of {len(report.secret_labels)})",
-                  title_justify="left")
-        t.add_column("#", justify="right")
-        t.add_column("secret (masked)")
-        t.add_column("copies", justify="right")
-        t.add_column("surfaces", overflow="fold")
-        for r in left[:limit]:
-            t.add_row(str(r["index"] + 1), r["secret"], str(r["total"]),
-                      ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
-        if len(left) > limit:
-            t.add_row("", f"... {len(left) - limit} more", "", "")
-        console.print(t)
-    for s in SURFACES:
-        hits = report.surfaces.get(s, [])
-        if not hits:
-            continue
-        t = Table(title=f"{s} ({len(hits)})")
-        t.add_column("location", overflow="fold")
-        t.add_column("kind")
-        t.add_column("snippet", overflow="fold")
-        for h in hits[:limit]:
-            t.add_row(h.location, h.kind, h.snippet)
-        if len(hits) > limit:
-            t.add_row(f"... {len(hits) - limit} more", "", "")
-        console.print(t)
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    if report.coverage:
-        console.print(coverage_summary(report.coverage), markup=False, highlight=False)
-    if report.not_given:
-        given = {"cache": "LLM caches (--cache FILE)", "side_sqlite": "side files (--also FILE)",
-                 "checkpoint": "LangGraph checkpoints (audit(checkpointer=) / scan(checkpointer=))"}
-        console.print("not given, so not scanned: "
-                      + "; ".join(v for k, v in given.items() if k in report.not_given))
-    if report.verdict == "clean":
-        console.print("[green]clean: every surface scanned was checked, no copy found[/]")
-    elif report.verdict == "incomplete":
-        console.print(f"[bold yellow]incomplete: no copy found on the checked surfaces, but "
-                      f"{', '.join(sorted(report.unchecked))} not checked[/]")
-    else:
-        console.print(f"[bold red]{report.total} copies remain[/]")
-
-
-def register_cli(app: typer.Typer) -> None:
-    """Register ``memkit residue PATH SECRET [--json] [--cache FILE ...]`` on ``app``.
-
-    Exit status: 0 when every surface was checked and no copy remains, 1 when any
-    copy remains, 2 for a path that is not a Chroma directory or another input error,
-    3 when no copy was found but some surface could not be checked (the report lists
-    which and why).
-    """
-
-    @app.command("residue")
-    def residue(
-        path: Path = typer.Argument(None, help="Chroma persist directory to scan (or --run/--unit/--mode)."),
-        secret: str = typer.Argument(
-            None, help="The string to look for; '-' reads it from stdin (keeps it out of shell "
-                       "history). Omit it with --secrets-file or --user-turns."
-        ),
-        secrets_file: Path = typer.Option(
-            None, "--secrets-file", help="Scan for every secret in FILE (one per line) in one pass."
-        ),
-        user_turns: Path = typer.Option(
-            None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.fingerprint): "
-                                       "JSONL of turns ({'content', 'role', 'user_id'}) and canaries "
-                                       "({'canary'})."
-        ),
-        user: str = typer.Option(None, "--user", help="With --user-turns: whose fingerprint."),
-        run: Path = typer.Option(None, "--run", help="A sweep run kept with --keep-stores (with --unit, --mode)."),
-        unit: str = typer.Option(None, "--unit", help="--run: unit id QUESTION_ID::S<S> from results.jsonl."),
-        mode: str = typer.Option(None, "--mode", help="--run: deletion mode, e.g. raw_only."),
-        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-        cache: list[Path] = typer.Option(
-            [], "--cache", help="SQLite LLM cache file to scan too (repeatable)."
-        ),
-        also: list[Path] = typer.Option(
-            [], "--also", help="Side file or directory a memory layer keeps beside the store "
-                               "(history database, JSON/JSONL, pickle, any file; repeatable)."
-        ),
-        no_embeddings: bool = typer.Option(
-            False, "--no-embeddings", help="Skip the stale-embedding check (no re-embedding)."
-        ),
-        limit: int = typer.Option(20, "--limit", help="Hits shown per surface in the table."),
-        max_member_mb: int = typer.Option(
-            Limits.max_member_bytes >> 20, "--max-member-mb",
-            help="Decompress at most this many MiB of one container member (larger: not checked)."),
-        max_depth: int = typer.Option(
-            Limits.max_depth, "--max-depth", help="Open containers nested at most this deep."),
-    ) -> None:
-        """Find every copy of SECRET left in a Chroma directory (and LLM caches).
-
-        Exits 0 when every surface was checked, every byte of every file read in
-        UTF-8, UTF-16 and UTF-32 (containers opened) and no copy remains; 1 when any
-        copy remains; 2 on bad input; 3 when no copy was found but some surface or
-        file was not (fully) checked (the report says which and why).
-        """
-        if run is not None:  # the kept store and its planted canary (memkit/kept_store.py)
-            from memkit.kept_store import KeptStoreError, kept_store
-
-            try:
-                path, secret, kept_cache = kept_store(run, unit or "", mode or "")
-            except KeptStoreError as exc:
-                typer.echo(f"memkit residue: error: {exc}", err=True)
-                raise typer.Exit(2) from exc
-            cache = [*cache, *([kept_cache] if kept_cache else [])]
-        elif path is None or (secret is None and secrets_file is None and user_turns is None):
-            typer.echo("memkit residue: error: give PATH SECRET (or PATH --secrets-file FILE, PATH "
-                       "--user-turns FILE --user ID), or --run RUN --unit ID --mode MODE", err=True)
-            raise typer.Exit(2)
-        if secret == "-":
-            secret = sys.stdin.readline().rstrip("\n")
-        many: list[str] | None = None
-        try:
-            if (secret is not None) + (secrets_file is not None) + (user_turns is not None) != 1:
-                raise ValueError("give exactly one of SECRET, --secrets-file, --user-turns")
-            if secrets_file is not None:
-                lines = Path(secrets_file).read_text(encoding="utf-8").splitlines()
-                many = [x for x in lines if x.strip()]
-                if not many:
-                    raise ValueError(f"{secrets_file}: no secrets (one per line)")
-            elif user_turns is not None:
-                from memkit.fingerprint import fingerprint, load_turns
-
-                mine, theirs, canaries = load_turns(user_turns, user)
-                many = fingerprint(mine, others=theirs, canaries=canaries)
-                if not many:
-                    raise ValueError(f"{user_turns}: the user's turns yield no fingerprint")
-            limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
-            report = scan(path, None if many else secret, secrets=many, cache_paths=cache, also=also,
-                          check_embeddings=not no_embeddings, limits=limits)
-        except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
-            typer.echo(f"memkit residue: error: {exc}", err=True)
-            raise typer.Exit(2) from exc
-        except (sqlite3.Error, OSError) as exc:
-            typer.echo(f"memkit residue: error: cannot read {path}: {exc}", err=True)
-            raise typer.Exit(2) from exc
-        if as_json:
-            typer.echo(report.to_json())
-        else:
-            _print_report(report, limit)
-        raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])

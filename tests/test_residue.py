@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from evaluators.cli.residue import register as register_cli
 from memkit.residue import (
     SURFACES,
     NotAChromaDirectory,
-    register_cli,
     scan,
     secret_bytes_regex,
 )

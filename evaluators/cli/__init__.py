@@ -13,7 +13,7 @@ callable ``register(app: typer.Typer) -> None``).
 | ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
 | ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.judge_run.judge_run` |
 | ``memkit audit`` | :mod:`evaluators.cli.audit` | :func:`evaluators.audit.audit` |
-| ``memkit residue`` | :mod:`memkit.residue` (``register_cli``) | :func:`memkit.residue.scan` |
+| ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.scan` |
 """
 
 from __future__ import annotations
@@ -71,10 +71,9 @@ def main(
 def _register() -> None:
     """Attach memkit's own commands, then those other packages register under
     ``memkit.commands`` (a name already taken is not replaced)."""
-    from evaluators.cli import audit, compare, judge, report, sweep
-    from memkit import residue
+    from evaluators.cli import audit, compare, judge, report, residue, sweep
 
-    for register in (residue.register_cli, sweep.register, report.register,
+    for register in (residue.register, sweep.register, report.register,
                      judge.register, compare.register, audit.register):
         register(app)
     taken = {c.name for c in app.registered_commands}
