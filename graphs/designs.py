@@ -1,9 +1,9 @@
 """Memory designs as values: a name plus the nodes of the write and read graphs.
 
-DESIGN.md, Designs: "A memory design is a value: a name plus the nodes (writer,
-summarizer, retriever, responder) and the tiers each S reads. The sweep runs designs
-through their compiled write and read graphs, so whatever a user swaps is what is
-measured; ``study`` is the paper's pipeline."
+docs/design.md, "Designs": a memory design is a value (a name, the writer, summarizer,
+retriever and responder, and the tiers each S reads); the sweep runs a design through
+its compiled write and read graphs, so whatever a user swaps is what is measured;
+``study`` is the source study's pipeline.
 
 A :class:`MemoryDesign` holds the writer (a :data:`graphs.nodes.Writer`) and three
 node *factories*, because those nodes need the run's resources:

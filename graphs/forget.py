@@ -1,4 +1,4 @@
-"""The forget graph: deletion modes as conditional branches (DESIGN.md, Forget).
+"""The forget graph: deletion modes as conditional branches (docs/design.md, "Forget").
 
 The study (arXiv 2606.10062, Setup and Reported results: deletion) compares five
 deletion modes, a ladder where each rung adds one engineering decision:
@@ -43,6 +43,11 @@ which compaction rewrote, and which it could not verify (:class:`ForgetResult`).
 
 The graph state holds the secret: do not compile it with a checkpointer, or the
 checkpoint database becomes one more place the secret lives.
+
+Why this module is long: the forget graph's steps for both scopes (one secret's
+ladder and the user-scope ladder) share one plan, one context and one verification,
+so that every mode says the same thing about what it verified; the store's own
+primitives and compaction live in :mod:`memkit.store` and :mod:`memkit.compaction`.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ __all__ = [
 ]
 
 DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction")
-"""Deletion modes in ladder order (DESIGN.md vocabulary)."""
+"""Deletion modes in ladder order (docs/design.md, "Vocabulary")."""
 
 LADDER: dict[str, tuple[str, ...]] = {
     "none": (),

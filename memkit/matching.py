@@ -52,6 +52,12 @@ secret, so a verdict of "clean" must not count that as absent. Left out: homogly
 of other scripts (Cyrillic ``Х``), text reversed by bidi overrides, a secret split
 across two stored values, and more than :data:`MAX_SEPARATORS` separators between two
 of its characters.
+
+Why this module is long: it is the one definition of a copy (README, "What counts
+as a copy"): the spelling tables, the text and byte patterns built from them, their
+bounds, and the redaction and prefilter built on the same tables; one module keeps
+every consumer (forget, redaction, the scanner, the cache, the detectors, the scan
+engine) on the same definition.
 """
 
 from __future__ import annotations

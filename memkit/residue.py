@@ -73,6 +73,14 @@ the target. The ``stale_embedding`` check re-embeds every document (about 4 ms p
 chunk with MiniLM on two CPU cores); ``check_embeddings=False`` skips it, and
 collections whose dimension differs from the embedder's are skipped (noted in
 :attr:`ResidueReport.notes`). A vector from another embedding model counts as stale.
+
+Why this module is long: :func:`scan` holds the per-surface logic of one report for
+every surface of a Chroma directory (SQL rows, the embeddings queue, full-text
+tables, stale embeddings) and for caches, side files and checkpointers; reading
+files (:mod:`memkit.filescan`), wide encodings (:mod:`memkit.encodings`), containers
+(:mod:`memkit.containers`), full-text indexes (:mod:`memkit.fulltext`), coverage
+(:mod:`memkit.coverage`) and many secrets (:mod:`memkit.scan_engine`) already live in
+their own modules, and the command is :mod:`evaluators.cli.residue`.
 """
 
 from __future__ import annotations

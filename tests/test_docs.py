@@ -24,7 +24,8 @@ _PATH = re.compile(r"(?<![\w/.:-])((?:[\w.-]+/)+[\w.-]+\.(?:py|json|toml|csv))\b
 NOT_REPO_FILES = {
     "compare.md", "OUT/compare.md", "report.md",  # outputs of memkit compare / report
     "src/evaluation/evaluate_qa.py",  # LongMemEval's scorer (xiaowu0162/LongMemEval)
-    "matrix.md", "dir/file.json",  # an output of memkit audit --matrix; an example path
+    "matrix.md", "dir/file.json", "benchmarks/NAME.py",  # outputs and placeholder paths
+    ".memkit/compaction.json",  # the compaction journal beside a store (memkit/compaction.py)
     "evaluation/_runner.py",  # LangSmith's evaluate() (langchain-ai/langsmith-sdk)
 }
 
