@@ -247,12 +247,16 @@ def _compact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[st
     return {}
 
 
-def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
-    changed = ctx.store.redact(state["secret"], namespace=state.get("namespace"))
+def _redacted(ctx: _Context, result: ForgetResult, changed: list[str]) -> dict[str, Any]:
+    """Record the chunks a redaction changed (per tier, and the raw turns' sessions)."""
     chunks = ctx.store.get(changed)
     _merge(result.redacted, _by_tier(ctx.store, chunks, changed))
     result.affected_sessions = sorted({c.session_id for c in chunks if c.tier == "raw"})
     return {"redacted_ids": list(changed)}
+
+
+def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    return _redacted(ctx, result, ctx.store.redact(state["secret"], namespace=state.get("namespace")))
 
 
 def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -310,10 +314,7 @@ def _redact_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> dic
     for ns in state["namespaces"]:
         for fp in state.get("fingerprints") or []:
             changed += [i for i in ctx.store.redact(fp, namespace=ns) if i not in changed]
-    chunks = ctx.store.get(changed)
-    _merge(result.redacted, _by_tier(ctx.store, chunks, changed))
-    result.affected_sessions = sorted({c.session_id for c in chunks if c.tier == "raw"})
-    return {"redacted_ids": list(changed)}
+    return _redacted(ctx, result, changed)
 
 
 def _tombstone_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
