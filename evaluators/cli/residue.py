@@ -95,8 +95,8 @@ def register(app: typer.Typer) -> None:
         ),
         user_turns: Path = typer.Option(
             None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.fingerprint): "
-                                       "JSONL of turns ({'content', 'role', 'user_id'}) and canaries "
-                                       "({'canary'})."
+                                       "JSONL of turns (keys content, role, user_id) and canaries "
+                                       "(key canary, with user_id)."
         ),
         user: str = typer.Option(None, "--user", help="With --user-turns: whose fingerprint."),
         run: Path = typer.Option(None, "--run", help="A sweep run kept with --keep-stores (with --unit, --mode)."),
