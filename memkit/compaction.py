@@ -73,8 +73,8 @@ from memkit.chroma_client import _settings
 from memkit.dirlock import DirectoryLock, foreign_holders, lock_dir
 from memkit.errors import StoreError
 
-__all__ = ["CompactionReport", "compact_directory", "compact_store", "compaction_blocker", "needs_recovery",
-           "recover"]
+__all__ = ["CompactionReport", "compact_directory", "compact_store", "compaction_blocker", "leftovers",
+           "needs_recovery", "recover"]
 
 
 @dataclass
@@ -372,7 +372,7 @@ def compact_directory(path: str | Path, *, force: bool = False, timeout: float |
 _JOURNAL = "compaction.json"
 
 
-def _leftovers(path: Path) -> list[Path]:
+def leftovers(path: Path) -> list[Path]:
     """Sibling directories a compaction of ``path`` writes: ``.<name>.compact-<hex>[-old]``."""
     pat = re.compile(rf"\.{re.escape(path.name)}\.compact-[0-9a-f]{{8}}(-old)?")
     try:
@@ -384,7 +384,7 @@ def _leftovers(path: Path) -> list[Path]:
 def needs_recovery(path: Path) -> bool:
     """Whether a compaction of ``path`` was interrupted (a journal or a build directory
     remains; cheap: one ``stat`` and one listing of the parent)."""
-    return (lock_dir(path) / _JOURNAL).exists() or bool(_leftovers(path))
+    return (lock_dir(path) / _JOURNAL).exists() or bool(leftovers(path))
 
 
 def _ino(p: Path) -> int | None:
@@ -479,7 +479,7 @@ def recover(path: Path, lock: DirectoryLock) -> str:
                     os.rename(name, path)
                     break
         done = "rolled forward" if _ino(path) == fresh_ino else "rolled back"
-    for leftover in _leftovers(path):
+    for leftover in leftovers(path):
         if _ino(leftover) != _ino(path):
             _shred_tree(leftover)
             if done == "none":

@@ -872,6 +872,15 @@ def scan(
             embedder = _LazyEmbedder()
         scanner = Scanner(report, m, limits or Limits(), skip_sql={"chroma.sqlite3"})
         scanner.path(root, DISK, label="")
+        # A compaction killed before a store reopened the directory leaves its build
+        # (or the old directory) beside it, holding the same data: read it too.
+        from memkit.compaction import leftovers
+
+        for extra in leftovers(root):
+            report.notes.append(f"{extra.name}: left beside the store by an interrupted "
+                                "compaction (its bytes are scanned; opening the store "
+                                "finishes or undoes the compaction)")
+            scanner.path(extra, DISK, label=f"../{extra.name}")
         _scan_chroma_sql(root / "chroma.sqlite3", report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
                              m)

@@ -342,3 +342,24 @@ def test_a_write_during_another_process_forget_waits_or_fails_retryably(tmp_path
         holder.kill()
         store.close()
     assert _chroma_documents(path, tmp_path) == ["kept", "written while the forget runs"]
+
+
+@pytest.mark.timeout(300)
+def test_residue_reads_a_build_left_by_an_interrupted_compaction(tmp_path):
+    """A compaction killed before anything reopened the store leaves its build beside
+    the directory; `memkit residue DIR` reads it too instead of calling DIR clean.
+    The build is a plain copy made by shutil, holding the secret in a file."""
+    import shutil
+
+    from memkit.residue import scan
+    from memkit.store import TieredMemoryStore
+
+    path = tmp_path / "store"
+    TieredMemoryStore(path).close()
+    build = tmp_path / ".store.compact-0123abcd"
+    shutil.copytree(path, build)
+    (build / "left.bin").write_bytes(b"\x00\x01my token is QZ7-VIOLET-3829\x00")
+    report = scan(path, "QZ7-VIOLET-3829", check_embeddings=False)
+    assert report.total >= 1 and any(".store.compact-0123abcd" in h.location
+                                     for hits in report.surfaces.values() for h in hits)
+    assert any("interrupted compaction" in n for n in report.notes)
