@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from evaluators.compare import METRICS, UnpairedRunsError, ci_text, compare_runs, paired_text
+from evaluators.tables import signed_text
 
 
 def register(app: typer.Typer) -> None:
@@ -32,4 +33,4 @@ def register(app: typer.Typer) -> None:
                    + ("" if result["paired"] else " (UNPAIRED resampling)"))
         for d in result["differences"]:
             typer.echo(f"  {d['A']} − {d['B']} S={d['S']} ({paired_text(d)}): "
-                       + ", ".join(f"Δ{m}={d[f'{m}_diff']:+.2f}{ci_text(d[f'{m}_diff_ci'])}" for m in METRICS))
+                       + ", ".join(f"Δ{m}={signed_text(d[f'{m}_diff'])}{ci_text(d[f'{m}_diff_ci'])}" for m in METRICS))

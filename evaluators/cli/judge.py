@@ -40,6 +40,10 @@ def register(app: typer.Typer) -> None:
             kw["api_key"] = key
         from evaluators.rundir import NotARunDirectoryError, require_run
 
+        if model == "extractive":
+            typer.echo("memkit judge: --model extractive is model-free and cannot judge answers; "
+                       "give a chat model (e.g. ollama:qwen3, openai:gpt-4o-mini, llamacpp:PATH)", err=True)
+            raise typer.Exit(2)
         try:
             if (run_dir / "metrics.json").exists():  # judge rewrites metrics.json and the report: only in a run
                 require_run(run_dir, "sweep")

@@ -432,9 +432,13 @@ def _postgres(embed: Embeddings, dims: int, pg_uri: str | None = None, pgdata: s
     if not pg_uri:
         raise ValueError("backend 'postgres' needs pg_uri (e.g. postgresql://user@host/db; --pg-uri)")
     try:
-        import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.store.postgres import PostgresStore
+        try:
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from langgraph.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ImportError(f"target 'langgraph' --backend postgres needs {exc.name} "
+                              "(pip install -e '.[postgres]')") from exc
         from psycopg.rows import dict_row
     except ModuleNotFoundError as exc:
         raise ImportError("backend 'postgres' needs the postgres extra (pip install -e '.[postgres]')") from exc

@@ -44,8 +44,12 @@ def temporary_postgres() -> Iterator[tuple[Any, Path]]:
     Raises:
         ImportError: pgserver is not installed (the ``postgres`` extra).
     """
-    import pgserver
-    import psycopg
+    try:
+        import pgserver
+        import psycopg
+    except ImportError as exc:
+        raise ImportError(f"a temporary PostgreSQL needs {exc.name} (pip install -e '.[postgres]'), "
+                          "or give --pg-uri of a running server") from exc
 
     root = Path(tempfile.mkdtemp(prefix="memkit-pg-"))
     server = pgserver.get_server(root, cleanup_mode="stop")
