@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
             kw["api_key"] = key
         from evaluators.rundir import NotARunDirectoryError, require_run
 
-        if model == "extractive":
+        if model == "extractive" and (run_dir / "metrics.json").exists():  # a missing run is said first
             typer.echo("memkit judge: --model extractive is model-free and cannot judge answers; "
                        "give a chat model (e.g. ollama:qwen3, openai:gpt-4o-mini, llamacpp:PATH)", err=True)
             raise typer.Exit(2)
