@@ -116,10 +116,8 @@ impl, secrets_file, *files = sys.argv[1:]
 secrets = [s for s in Path(secrets_file).read_text().splitlines() if s]
 counts = {}
 if impl == "engine":
-    from memkit.scan_engine import ScanEngine
-    engine = ScanEngine(secrets)
-    for f in files:
-        counts[f] = sum(len(v) for v in engine.scan_file(f).values())
+    from memkit.scan_engine import scan_files
+    counts = {f: sum(c.values()) for f, c in scan_files(secrets, files).items()}
 else:
     import mmap
     from memkit.matching import matcher

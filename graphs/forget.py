@@ -300,7 +300,7 @@ def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) 
         from memkit.models import embeddings
 
         if embeddings.cache_info().currsize:  # the shared embedder's memo of recent texts
-            from memkit.scan_engine import MultiMatcher
+            from memkit.multi_matcher import MultiMatcher
 
             mm, emb = MultiMatcher(fps), embeddings()
             held = {fps[i] for t in list(getattr(emb, "_memo", {})) for i in mm.candidates(t)}
@@ -390,7 +390,7 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
 def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
     """Re-read the whole store (every namespace) and the caches for any of the user's
     fingerprints; fill ``verified``/``remaining`` (chunks holding one, per surface)."""
-    from memkit.scan_engine import MultiMatcher
+    from memkit.multi_matcher import MultiMatcher
 
     fps = state.get("fingerprints") or []
     counts = {"text_raw": 0, "text_summary": 0, "text_other": 0, "metadata": 0}

@@ -150,7 +150,7 @@ class LLMCache(BaseCache):
     def purge_any(self, secrets: Sequence[str]) -> int:
         """:meth:`purge` for many secrets at once (a user's fingerprint): delete the
         entries holding a copy of any of them (one prefilter pass per value,
-        :class:`memkit.scan_engine.MultiMatcher`), then VACUUM once.
+        :class:`memkit.multi_matcher.MultiMatcher`), then VACUUM once.
 
         Returns:
             The number of entries deleted.
@@ -158,7 +158,7 @@ class LLMCache(BaseCache):
         Raises:
             ValueError: no secrets, or a secret without letters or digits.
         """
-        from memkit.scan_engine import MultiMatcher
+        from memkit.multi_matcher import MultiMatcher
 
         mm = MultiMatcher(list(secrets))
         with self._connect() as con:

@@ -68,7 +68,7 @@ class WideSpan:
         encoding: codec name (:data:`WIDE_ENCODINGS`).
         text: decoded text around the copy (the run it was found in, clipped).
         text_start, text_end: the copy's character offsets in ``text``.
-        secret_index: with a :class:`~memkit.scan_engine.MultiMatcher`, which secret
+        secret_index: with a :class:`~memkit.multi_matcher.MultiMatcher`, which secret
             this is a copy of (``None`` for one secret).
     """
 
@@ -257,7 +257,7 @@ class _Intervals:
 def wide_spans(buf: Any, m: SecretMatcher,
                exclude: list[tuple[int, int]] | None = None) -> list[WideSpan]:
     """Every copy of ``m``'s secret (or secrets, for a
-    :class:`~memkit.scan_engine.MultiMatcher`) in ``buf`` (bytes, bytearray, mmap) read as UTF-16
+    :class:`~memkit.multi_matcher.MultiMatcher`) in ``buf`` (bytes, bytearray, mmap) read as UTF-16
     LE/BE and UTF-32 LE/BE at every alignment, in order of offset. Where readings
     overlap (the same text seen through two encodings or alignments) one is kept, a
     reading aligned to its code unit first; copies overlapping a UTF-8 copy in

@@ -189,12 +189,12 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher) -> tuple[list[Fullt
 
 def fulltext_hits_each(con: sqlite3.Connection, m: Any) -> tuple[list[tuple[int | None, FulltextHit]], list[str]]:
     """:func:`fulltext_hits` for each secret of ``m`` (a matcher, or a
-    :class:`~memkit.scan_engine.MultiMatcher`: one set of queries per secret).
+    :class:`~memkit.multi_matcher.MultiMatcher`: one set of queries per secret).
 
     Returns:
         ``(hits, problems)``: ``(secret index or None, hit)`` pairs, and each problem once.
     """
-    from memkit.scan_engine import each_secret
+    from memkit.multi_matcher import each_secret
 
     hits: list[tuple[int | None, FulltextHit]] = []
     problems: list[str] = []

@@ -63,20 +63,26 @@ engine) on the same definition.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BREAKER_BYTES",
+    "TOKEN_MAX_BYTES",
+    "TOKEN_PATTERNS",
     "alnum_fold",
     "SecretMatcher",
     "contains_secret",
     "matcher",
     "max_copy_bytes",
+    "plain_bytes_regex",
     "prefilter_pattern",
     "redact_json",
     "redact_text",
@@ -84,6 +90,7 @@ __all__ = [
     "scalar_text",
     "secret_regex",
     "skeleton",
+    "spelling_points",
 ]
 
 _SEPARATOR_CATEGORIES = ("Z", "P", "S", "Cf", "Cc", "Mn", "Me")
@@ -104,13 +111,44 @@ def _is_separator(ch: str) -> bool:
     return ch.isspace() or unicodedata.category(ch).startswith(_SEPARATOR_CATEGORIES)
 
 
+_Tables = tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]], dict[str, str]]
+
+
 @lru_cache(maxsize=1)
-def _tables() -> tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]], dict[str, str]]:
+def _tables() -> _Tables:
     """(every code point whose NFKC case fold is one letter or digit, by that
     character; a regex class body of every separator; every code point whose fold is
     2-3 letters or digits, such as ``ß`` -> ``ss``, by that fold; the same as
-    character -> fold). Built once per process by one pass over Unicode (about a
-    second)."""
+    character -> fold). Built by one pass over Unicode (about half a second) and kept
+    in memkit's cache directory (:func:`memkit.runtime.cache_dir`), keyed by this
+    module's source, the Unicode version and the Python version, so a later process
+    loads it in milliseconds (a scan of one file must not pay the pass)."""
+    import hashlib
+    import pickle
+
+    from memkit.runtime import cache_dir
+
+    key = hashlib.sha256(Path(__file__).read_bytes() + unicodedata.unidata_version.encode()
+                         + sys.version.encode()).hexdigest()[:16]
+    try:
+        path = cache_dir() / f"matching-tables-{key}.pickle"
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+        pass
+    built = _build_tables()
+    try:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(built, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except (OSError, NameError):  # a read-only cache directory: build each time
+        pass
+    return built
+
+
+def _build_tables() -> _Tables:
+    """:func:`_tables`, built by one pass over Unicode."""
     variants: dict[str, set[str]] = {}
     multi: dict[str, set[str]] = {}
     seps: list[str] = []
@@ -284,8 +322,8 @@ def _char_spellings(c: str, own: frozenset[str] = frozenset()) -> tuple[str, byt
 
 _SEP_PATTERNS = [
     r"\x1b\[[0-?]{0,32}+[ -/]{0,8}+[@-~]",                            # ANSI colour codes
-    r"<!--(?:(?!-->)[\s\S]){0,500}-->",                                # HTML comments
-    r"</?[A-Za-z][^<>]{0,500}>",                                       # HTML tags
+    r"<!--(?:(?!-->)[^\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]){0,500}-->",   # HTML comments
+    r"</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]{0,500}>",        # HTML tags
     r"&(?:[A-Za-z][A-Za-z0-9]{1,31};|(?:nbsp|amp|lt|gt|quot|apos|shy|ndash|mdash|thinsp|ensp|emsp)"
     r"(?![A-Za-z0-9])|#[0-9]{1,7};?|#[xX][0-9A-Fa-f]{1,6};?)",         # HTML entities
     r"%[0-9A-Fa-f]{2}",                                                # percent-encoding
@@ -294,7 +332,9 @@ _SEP_PATTERNS = [
 """Multi-character separators, tried before the separator characters: encodings a
 reader's tools render away. Any of them may stand between a secret's characters, but
 never in place of the next one (the separator run stops where the next character's
-spelling starts, see :func:`matcher`)."""
+spelling starts, see :func:`matcher`). A tag or comment holds no control character
+other than whitespace and ESC (binary bytes end it), so no copy holds a byte of
+:data:`BREAKER_BYTES`."""
 
 
 @lru_cache(maxsize=1)
@@ -303,15 +343,44 @@ def _sep_text() -> str:
 
 
 @lru_cache(maxsize=1)
-def _sep_bytes() -> bytes:
-    # ASCII separators as one class; any other UTF-8 character may separate in bytes
-    # (a superset of the text separators, so a byte scan finds whatever text finds).
+def _ascii_seps() -> bytes:
+    # ASCII separators as one class (ranges: a shorter pattern compiles faster).
     # Control bytes other than whitespace and ESC are left out: binary files are full
-    # of NULs, and a short secret's digits would match across them everywhere.
-    ascii_seps = "".join(re.escape(chr(c)) for c in range(0x80)
-                         if _is_separator(chr(c)) and (c >= 0x20 or chr(c) in "\t\n\v\f\r\x1b") and c != 0x7F)
-    return (b"(?:" + "|".join(_SEP_PATTERNS).encode() + b"|[" + ascii_seps.encode()
+    # of NULs, and a short secret's digits would match across them everywhere (they
+    # are BREAKER_BYTES).
+    return _class_body([chr(c) for c in range(0x80)
+                        if _is_separator(chr(c)) and chr(c).encode() not in BREAKER_BYTES]).encode()
+
+
+@lru_cache(maxsize=1)
+def _sep_bytes() -> bytes:
+    # Any non-ASCII UTF-8 character may separate in bytes (a superset of the text
+    # separators, so a byte scan finds whatever text finds).
+    return (b"(?:" + "|".join(_SEP_PATTERNS).encode() + b"|[" + _ascii_seps()
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
+
+
+_PLAIN_ESCAPE = r"\\{1,64}+(?:[/'\"]|)"
+"""The one multi-character separator of :data:`_SEP_PATTERNS` that holds no letter,
+digit or token start (:data:`TOKEN_PATTERNS`): a backslash run and a punctuation
+escape (JSON ``\\"``, ``\\/``), or none."""
+
+
+@lru_cache(maxsize=1)
+def _sep_bytes_plain() -> bytes:
+    """:func:`_sep_bytes` without the alternatives that start at a token
+    (:func:`plain_bytes_regex`), in the same order."""
+    return (b"(?:" + _PLAIN_ESCAPE.encode() + b"|[" + _ascii_seps()
+            + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
+
+
+BREAKER_BYTES = frozenset(bytes([c]) for c in [*range(0x00, 0x09), *range(0x0E, 0x1B),
+                                               *range(0x1C, 0x20), 0x7F])
+"""Bytes no copy holds in a byte scan: control characters other than whitespace
+(tab, newline, vertical tab, form feed, carriage return) and ESC, and DEL. They are
+neither a spelling nor a separator, and tags and comments end at them
+(:data:`_SEP_PATTERNS`); so a copy lies between two of them
+(:mod:`memkit.scan_engine` bounds its windows there)."""
 
 
 MAX_SEPARATORS = 16
@@ -513,6 +582,105 @@ def matcher(secret: str) -> SecretMatcher:
         text_pat += _run(sep_t, first_t) + t_frag
         byte_pat += _run(sep_b, first_b) + b_frag
     return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
+
+
+TOKEN_PATTERNS: tuple[bytes, ...] = (
+    rb"&[A-Za-z][A-Za-z0-9]{1,31};",                                       # named entities
+    rb"&(?:nbsp|amp|lt|gt|quot|apos|shy|ndash|mdash|thinsp|ensp|emsp)",     # ... without ";"
+    rb"&#[0-9]",                                                           # numeric entities,
+    rb"&#[xX][0-9A-Fa-f]",                                                 # entity spellings
+    rb"%[0-9A-Fa-f]{2}",                                                   # percent-encoding
+    rb"\\u[0-9A-Fa-f]{4}",                                                 # JSON \u escapes
+    rb"\\U[0-9A-Fa-f]{8}",
+    rb"\\x[0-9A-Fa-f]{2}",
+    rb"\\[ntrbfv0]",                                                       # letter escapes
+    rb"</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]{0,500}>",            # HTML tags
+    rb"<!--",                                                              # HTML comments
+    rb"\x1b\[",                                                            # ANSI codes
+)
+"""The encoded constructs, as byte regexes (RE2 and Hyperscan syntax, each match at
+most :data:`TOKEN_MAX_BYTES` long): every alternative of the byte pattern that
+:func:`plain_bytes_regex` leaves out (a separator of :data:`_SEP_PATTERNS` other than
+:data:`_PLAIN_ESCAPE`, an escaped spelling of :func:`_encoded`) can only succeed where
+one of these matches (for an escape, at the last backslash of its run, at most 64
+bytes on) or at a :func:`spelling_points` character. Bytes with neither are *plain*:
+there the byte pattern and the plain pattern behave alike."""
+
+TOKEN_MAX_BYTES = 504
+"""The longest match of a :data:`TOKEN_PATTERNS` pattern (a tag: ``</``, a letter,
+500 bytes, ``>``); a :func:`spelling_points` character is at most 4 bytes."""
+
+
+@lru_cache(maxsize=4096)
+def _points_of(chars: frozenset[str]) -> frozenset[bytes]:
+    out: set[bytes] = set()
+    for ch in chars:
+        for form in {ch} | _decomposed(ch):
+            first = next((x for x in form if ord(x) >= 0x80), None)
+            if first is not None:
+                out.add(first.encode("utf-8"))
+    return frozenset(out)
+
+
+def spelling_points(secrets: Any) -> list[bytes]:
+    """The UTF-8 encodings of the non-ASCII characters that start the non-ASCII part of
+    a spelling of any of ``secrets``' characters (``Ｘ`` and ``𝐗`` for ``x``, the
+    combining mark of ``e`` + U+0301 for ``é``, ``ß`` for a secret written with
+    ``ß``): every non-ASCII literal alternative of :func:`matcher`'s byte patterns
+    starts at one of these. With :data:`TOKEN_PATTERNS`, what
+    :func:`plain_bytes_regex` leaves out.
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    variants, multi = _variants_table(), _tables()[2]
+    out: set[bytes] = set()
+    for secret in secrets:
+        _, groups, own = _structure(secret)
+        for span in groups:
+            for c in span:
+                out |= _points_of(frozenset(variants.get(c, {c}) | {c} | own.get(c, frozenset())))
+            if len(span) > 1 and span in multi:
+                out |= _points_of(multi[span])
+    return sorted(out)
+
+
+@lru_cache(maxsize=4096)
+def plain_bytes_regex(secret: str) -> re.Pattern[bytes] | None:
+    """:func:`matcher`'s byte pattern without the alternatives that start at a token
+    (:data:`TOKEN_PATTERNS`) or a :func:`spelling_points` character: each character by
+    its ASCII spellings, separators as in :func:`_sep_bytes` less the encoded
+    constructs (:func:`_sep_bytes_plain`), the same bounds, runs and order. Where the
+    bytes it reads hold no token or spelling point, it behaves exactly as the byte
+    pattern (every alternative it lacks fails there), and it compiles in about a
+    millisecond where the byte pattern takes tens. ``None`` when a character of the
+    secret has no ASCII spelling (every copy then holds a spelling point).
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    _, groups, own = _structure(secret)
+    variants = _variants_table()
+    sep = _sep_bytes_plain()
+
+    def unit(c: str) -> bytes | None:
+        chars = set(variants.get(c, {c})) | {c} | set(own.get(c, ()))
+        lits = sorted({ch.encode() for ch in chars if ch.isascii()}, key=lambda b: (-len(b), b))
+        return b"(?:" + b"|".join(re.escape(x) for x in lits) + b")" if lits else None
+
+    frags: list[tuple[bytes, bytes]] = []
+    for span in groups:
+        units = [unit(c) for c in span]
+        if any(u is None for u in units):
+            return None
+        frag = units[0]
+        for u in units[1:]:
+            frag += _run(sep, u) + u
+        frags.append((frag, units[0]))
+    pattern = frags[0][0]
+    for frag, first in frags[1:]:
+        pattern += _run(sep, first) + frag
+    return re.compile(pattern)
 
 
 _PRE_SEP = (r"(?:[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]|[\x80-\xff]|<!--[\s\S]*-->|</?[A-Za-z][^<>]*>"

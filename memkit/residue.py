@@ -213,7 +213,7 @@ class ResidueReport:
 
     secret_labels: list[str] = field(default_factory=list)
     """With ``scan(..., secrets=[...])``: each secret masked
-    (:func:`memkit.scan_engine.mask_secret`), by index; empty for one secret."""
+    (:func:`memkit.multi_matcher.mask_secret`), by index; empty for one secret."""
 
     def per_secret(self) -> list[dict[str, Any]]:
         """With several secrets: ``[{"index", "secret" (masked), "total", "counts"
@@ -782,7 +782,7 @@ def scan(
         secret: the string to look for (exact and normalized form).
         secrets: instead of ``secret``, many strings at once (a user's fingerprint,
             :func:`memkit.fingerprint.fingerprint`): one pass over every surface
-            through :class:`memkit.scan_engine.MultiMatcher`; each hit carries its
+            through :class:`memkit.multi_matcher.MultiMatcher`; each hit carries its
             ``secret_index`` and :meth:`ResidueReport.per_secret` counts them.
         cache_paths: SQLite files (LLM caches) to scan (``cache`` and ``cache_disk``).
         also: side files or directories a memory layer keeps beside its store
@@ -816,7 +816,7 @@ def scan(
     if (secret is None) == (secrets is None):
         raise ValueError("scan: give either secret or secrets=[...]")
     if secrets is not None:
-        from memkit.scan_engine import MultiMatcher, mask_secret
+        from memkit.multi_matcher import MultiMatcher, mask_secret
 
         m: Any = MultiMatcher(list(secrets))
     else:

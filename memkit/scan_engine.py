@@ -1,97 +1,150 @@
-"""Many secrets, one linear-time pass: the multi-secret byte scan engine.
+"""Many secrets, one linear-time pass at the speed of grep: the multi-secret byte scan engine.
 
 What a copy is stays in :mod:`memkit.matching` (one matcher for forget, redaction,
 the residue scanner, the LLM cache and the probes); this module only finds the copies
-of many secrets at once, in bounded memory, without backtracking over the input:
+of many secrets at once, in bounded memory, and reports exactly what
+:meth:`~memkit.matching.SecretMatcher.byte_spans` of each secret reports over the same
+bytes. It splits the bytes into *plain* stretches and *windows* around encoded
+constructs, and answers each with the cheapest exact method:
 
-1. **Prefilter.** Every secret's :func:`~memkit.matching.prefilter_pattern` (a
-   superset of its byte pattern: no lookaround, no bound) goes into one RE2 set
-   (``google-re2``, an automaton that cannot backtrack). For each block of
-   :attr:`ScanEngine.block` bytes, the set is run over the block and the
-   :attr:`ScanEngine.overlap` bytes after it; it names the secrets that may have a
-   copy starting in the block.
-2. **Confirm.** For each secret named, the matcher's own byte pattern
-   (:attr:`memkit.matching.SecretMatcher.bytes`) runs ``finditer`` over the block and
-   its overlap, resuming after the previous copy's end and keeping copies that start
-   in the block. A copy is at most :attr:`~memkit.matching.SecretMatcher.max_bytes`
-   long, so this yields exactly the copies, in order, that ``finditer`` over the
-   whole buffer yields (plus the secret verbatim where the pattern missed it, as
-   :meth:`~memkit.matching.SecretMatcher.byte_spans` adds).
+1. **One automaton pass over the raw bytes** (Hyperscan, a linear-time multi-pattern
+   engine that cannot backtrack) finds three things: every occurrence of each secret
+   as given (:meth:`~memkit.matching.SecretMatcher.byte_spans` always counts those);
+   every *token*, the start of an encoded construct
+   (:data:`~memkit.matching.TOKEN_PATTERNS`: entities, percent-encoding, escapes, tags,
+   comments, ANSI codes) or a non-ASCII spelling of a character of some secret
+   (:func:`~memkit.matching.spelling_points`: ``Ｘ``, ``𝐗``, a combining mark); and,
+   for a few secrets, each secret's *plain candidates* (below).
+2. **Plain candidates.** Where no token is near, a copy is each character by its ASCII
+   spelling with separators that hold no letter or digit, so the secret's skeleton
+   (:func:`~memkit.matching.skeleton`) appears verbatim in the bytes' letters and
+   digits, case folded (``bytes.translate``). Every occurrence is found by a literal
+   multi-pattern search over those letters and digits (Hyperscan's literal matcher),
+   or, for :data:`REGEX_SECRETS` secrets or fewer, by one regex per secret over the raw
+   bytes (``x[^A-Za-z0-9]*q...``, which skips the translation). Each candidate is
+   confirmed by :func:`~memkit.matching.plain_bytes_regex` at its start: the byte
+   pattern less the alternatives that need a token, which behaves exactly like the
+   byte pattern on bytes that hold none.
+3. **Windows.** A copy that reads a token starts at most
+   :attr:`~memkit.matching.SecretMatcher.max_bytes` before it and after the last
+   :data:`~memkit.matching.BREAKER_BYTES` byte before it (no copy holds one), and at
+   most 3 bytes after it (the byte pattern's look-behind). Those starts form the
+   token's window. Tokens in stretches between breakers too short to hold
+   :attr:`ScanEngine.n_min` letters and digits are dropped (one vectorised numpy pass).
+   A window *names* the secrets whose every skeleton character has a spelling in it
+   (its letters and digits, its non-ASCII characters and its decoded escapes, folded);
+   each named secret's byte pattern runs ``finditer`` over the window.
+4. **One chain per secret.** Candidates and windows are visited in order of offset,
+   each search starting where the secret's previous copy ended, and keeping copies that
+   start in the candidate or window: exactly the copies, in order, that ``finditer``
+   over the whole buffer yields, because every copy starts at a plain candidate or in
+   a window (every copy reads a token or is plain; module doc of
+   :mod:`memkit.matching`, and :data:`~memkit.matching.TOKEN_PATTERNS`).
 
 Streams (:meth:`ScanEngine.scan_file`) are read in chunks; the last ``overlap`` bytes
-are carried into the next chunk, so memory is ``O(chunk + overlap)`` whatever the file
-size. ``overlap`` is the longest copy any of the secrets can have
-(:attr:`~memkit.matching.SecretMatcher.max_bytes`).
+(the longest copy any secret can have,
+:attr:`~memkit.matching.SecretMatcher.max_bytes`) and 64 bytes of look-behind are
+carried into the next chunk, so memory is ``O(chunk + overlap)`` whatever the size.
 
-Complexity, for ``n`` input bytes and ``k`` secrets: each of the ``ceil(k / 8)`` RE2
-sets reads every byte once per block pass (``n * (1 + overlap / block)`` bytes,
-linear in ``n``; an RE2 automaton never revisits input). The confirm step runs only on blocks the prefilter
-names, each a bounded window of ``block + overlap`` bytes, where one match attempt of
-the byte pattern reads at most ``max_bytes`` bytes (the module doc of
-:mod:`memkit.matching`, Complexity): linear in ``n`` for a fixed set of secrets.
-
-Secrets go into RE2 sets of :data:`SET_SIZE` (8), each with ``max_mem``
-:data:`RE2_MAX_MEM` (8 MiB; a set that does not compile is split further); every
-set reads every block, so the prefilter's time grows with ``k / SET_SIZE``. A DFA
-resets its cache when full and continues, and a single secret too large to compile
-raises ``re2.error``.
+Complexity, for ``n`` input bytes and ``k`` secrets: the automaton and the literal
+search read each byte once (linear in ``n``, whatever ``k``); the translation reads
+it once; a confirmation reads at most ``max_bytes`` bytes; a window is searched by
+the secrets it names, each search linear in the window (:mod:`memkit.matching`,
+Complexity). Speed: ``benchmarks/bench_scan.py`` times it against GNU grep on the same
+files. Text full of encoded constructs (HTML markup, JSON with escapes) is all
+windows, so there the cost is that of the byte patterns of the secrets the windows
+name.
 """
 
 from __future__ import annotations
 
+import bisect
+import mmap
+import multiprocessing
+import os
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import re2
+import hyperscan
+import numpy as np
 
-from memkit.matching import SecretMatcher, matcher, max_copy_bytes, prefilter_pattern
+from memkit.matching import (
+    TOKEN_PATTERNS,
+    SecretMatcher,
+    matcher,
+    max_copy_bytes,
+    plain_bytes_regex,
+    skeleton,
+    spelling_points,
+)
+from memkit.scan_windows import TokenWindows
 
-__all__ = ["RE2_MAX_MEM", "SET_SIZE", "MultiMatcher", "ScanEngine", "Span", "each_secret", "mask_secret",
-           "scan_files"]
+__all__ = ["REGEX_SECRETS", "ScanEngine", "Span", "scan_files"]
 
-RE2_MAX_MEM = 8 << 20
-"""Memory budget of one RE2 set (bytes): program and DFA cache. 8 MiB keeps 1,000
-secrets (125 sets) under 1 GiB; 128 MiB scans about twice as fast at twice the
-memory (200 secrets, 8 MiB of prose and binary: 26.5 s and 272 MiB peak RSS against
-13.1 s and 515 MiB)."""
-
-SET_SIZE = 8
-"""Secrets per RE2 set. A set's DFA tracks every pattern's progress at once; past
-about 8 of these patterns its states multiply (measured on prose plus binary: 2.7 ms
-per secret per 4 MiB in sets of 8, 885 ms in sets of 32), so many secrets are
-scanned as several sets of 8, each over every block."""
+REGEX_SECRETS = 16
+"""Up to this many secrets, plain candidates come from one Hyperscan regex per secret
+over the raw bytes (about 5 GB/s for one secret); above it, from a literal search over
+the bytes' letters and digits (``bytes.translate`` then Hyperscan's literal matcher,
+whose speed hardly depends on the number of secrets). Measured with
+``benchmarks/bench_scan.py``: the regex database slows as secrets are added (400 MB/s
+at 100), the translation costs about 400 MB/s at any count."""
 
 Span = tuple[int, int, str]
 """``(start, end, kind)`` of one copy: byte offsets, kind ``exact`` or ``normalized``."""
+
+_LOOKBEHIND = 64
+"""Bytes kept before a chunk for the byte pattern's look-behind (it reads 3)."""
+
+_LOWER = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
+_NOT_ALNUM = bytes(c for c in range(256) if not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122))
+_ALNUM_LUT = np.zeros(256, dtype=bool)
+_ALNUM_LUT[[c for c in range(256) if chr(c).isascii() and chr(c).isalnum()]] = True
+
+
+def _hx(data: bytes) -> bytes:
+    return b"".join(b"\\x%02x" % c for c in data)
 
 
 @dataclass
 class _Entry:
     secret: str
     exact: bytes
+    skeleton: str
     _matcher: SecretMatcher | None = None
+    _plain: re.Pattern[bytes] | None = None
+
+    @property
+    def plain(self) -> re.Pattern[bytes]:
+        """:func:`~memkit.matching.plain_bytes_regex`, compiled on first use (a
+        millisecond): only secrets with a plain candidate pay for it. Exists for every
+        secret whose skeleton is ASCII (each such character is its own spelling)."""
+        if self._plain is None:
+            self._plain = plain_bytes_regex(self.secret)
+            assert self._plain is not None
+        return self._plain
 
     @property
     def matcher(self) -> SecretMatcher:
-        """Compiled on first use: only secrets the prefilter names pay for it."""
+        """Compiled on first use: only secrets a window names pay for it (tens of ms)."""
         if self._matcher is None:
             self._matcher = matcher(self.secret)
         return self._matcher
 
 
-def _compile_set(patterns: list[str]) -> Any:
-    options = re2.Options()
-    options.encoding = re2.Options.Encoding.LATIN1
-    options.max_mem = RE2_MAX_MEM
-    options.never_capture = True
-    options.log_errors = False
-    rset = re2.Set.SearchSet(options)
-    for p in patterns:
-        rset.Add(p)
-    rset.Compile()
-    return rset
+@dataclass
+class _State:
+    """One stream's progress: per secret, the end of its last copy (absolute offset,
+    the resume point of the chain), its copies, whether the byte pattern found the
+    secret as given, and the secret-as-given occurrences (non-overlapping)."""
+
+    last_end: dict[int, int] = field(default_factory=dict)
+    found: dict[int, dict[tuple[int, int], str]] = field(default_factory=dict)
+    exact_seen: set[int] = field(default_factory=set)
+    exact: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    exact_end: dict[int, int] = field(default_factory=dict)
 
 
 class ScanEngine:
@@ -100,13 +153,15 @@ class ScanEngine:
     Args:
         secrets: the secrets (each with a letter or digit; duplicates are scanned
             once and reported under their first index).
-        block: prefilter block size in bytes (default 1 MiB).
+        block: bytes of input per block of letters and digits (the unit that maps a
+            literal hit back to its offset; default 1 MiB).
         chunk: read size for files and streams in bytes (default 16 MiB).
 
     Raises:
         ValueError: no secrets, or a secret without letters or digits.
         TypeError: a secret that is not a string.
-        re2.error: the set does not compile within :data:`RE2_MAX_MEM`.
+        hyperscan.error: a pattern Hyperscan does not compile (a bug: the patterns are
+            built from the matcher's tables).
     """
 
     def __init__(self, secrets: Sequence[str], *, block: int = 1 << 20, chunk: int = 16 << 20) -> None:
@@ -114,213 +169,279 @@ class ScanEngine:
         if not secrets:
             raise ValueError("ScanEngine: no secrets to scan for")
         self.secrets = secrets
-        self._entries = [_Entry(s, s.encode("utf-8")) for s in secrets]
         self._index: dict[str, int] = {}
         for i, s in enumerate(secrets):
             self._index.setdefault(s, i)
-        self.overlap = max(max_copy_bytes(s) for s in dict.fromkeys(secrets))
+        self._unique = [i for i, s in enumerate(secrets) if self._index[s] == i]
+        self._entries: list[_Entry | None] = [None] * len(secrets)
+        for i in self._unique:
+            s = secrets[i]
+            sk = skeleton(s)
+            self._entries[i] = _Entry(s, s.encode("utf-8"), sk)
+        self.overlap = max(max_copy_bytes(secrets[i]) for i in self._unique)
         self.block = max(int(block), 1)
         self.chunk = max(int(chunk), self.block)
-        unique = [i for i, s in enumerate(secrets) if self._index[s] == i]
-        self._sets: list[tuple[Any, list[int]]] = []
-        stack = [unique[j : j + SET_SIZE] for j in range(0, len(unique), SET_SIZE)][::-1]
-        while stack:  # one RE2 set, or shards of them when one does not fit RE2_MAX_MEM
-            ids = stack.pop()
-            try:
-                self._sets.append((_compile_set([prefilter_pattern(secrets[i]) for i in ids]), ids))
-            except re2.error:
-                if len(ids) == 1:
-                    raise
-                stack += [ids[len(ids) // 2:], ids[: len(ids) // 2]]
+        self.n_min = min(len(self._entry(i).skeleton) for i in self._unique)
+        """Fewest letters and digits (or non-ASCII spellings) any copy holds."""
+        self._plain = [i for i in self._unique if self._entry(i).skeleton.isascii()]
+        points = spelling_points(secrets[i] for i in self._unique)
+        self._tw = TokenWindows({i: self._entry(i).skeleton for i in self._unique}, points,
+                                     self.overlap, self.n_min)
+        self.regex = len(self._plain) <= REGEX_SECRETS
+        # one database over the raw bytes: secrets as given, tokens, [plain regexes]
+        u = len(self._unique)
+        pats = [_hx(self._entry(i).exact) for i in self._unique]
+        flags = [0] * u
+        tokens = list(TOKEN_PATTERNS) + [_hx(p) for p in points]
+        self._t0, self._t1 = u, u + len(tokens)
+        pats += tokens
+        flags += [hyperscan.HS_FLAG_DOTALL] * len(tokens)
+        if self.regex:
+            for i in self._plain:
+                pats.append(rb"[^A-Za-z0-9]*".join(re.escape(c.encode()) for c in self._entry(i).skeleton))
+                flags.append(hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SOM_LEFTMOST | hyperscan.HS_FLAG_DOTALL)
+        self._raw = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._raw.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=flags)
+        self._lit = None
+        if not self.regex and self._plain:
+            self._lit = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            lits = [self._entry(i).skeleton.encode() for i in self._plain]
+            self._lit.compile(expressions=lits, ids=list(range(len(lits))), elements=len(lits), flags=0,
+                              literal=True)
 
     def __repr__(self) -> str:
         return f"ScanEngine({len(self.secrets)} secrets, overlap={self.overlap})"
 
-    # ------------------------------------------------------------------ core
+    def _entry(self, i: int) -> _Entry:
+        e = self._entries[i]
+        assert e is not None
+        return e
 
-    def _scan(self, buf: Any, limit: int, base: int, last_end: dict[int, int],
-              out: dict[int, list[Span]]) -> None:
-        """Copies starting in ``buf[:limit]`` (offsets ``+ base`` in ``out``);
-        ``buf`` may run ``overlap`` bytes past ``limit``. ``last_end``: per secret,
-        the absolute end of its last copy (the resume point of ``finditer``)."""
+    # ------------------------------------------------------------------ one chunk
+
+    def _scan(self, buf: bytes, lo: int, limit: int, base: int, st: _State) -> None:
+        """Copies starting in ``buf[lo:limit]`` (offsets ``+ base`` in ``st``); ``buf``
+        may run ``overlap`` bytes past ``limit`` and holds look-behind before ``lo``."""
+        raw: list[tuple[int, int, int]] = []
+        self._raw.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
+        u, t0, t1 = len(self._unique), self._t0, self._t1
+        ends: list[int] = []
+        kinds: list[int] = []
+        hits: list[tuple[int, int]] = []  # (secret index, start): plain candidates
+        for pid, a, b in raw:
+            if pid < u:
+                i = self._unique[pid]
+                s = b - len(self._entry(i).exact)
+                if lo <= s < limit:
+                    self._exact_at(i, s + base, b + base, st)
+            elif pid < t1:
+                if b > lo - 4:
+                    ends.append(b)
+                    kinds.append(pid - t0)
+            elif lo <= a < limit:
+                hits.append((self._plain[pid - t1], a))
+        if self._lit is not None:
+            hits += self._literal_hits(buf, lo, limit)
+        arr = np.frombuffer(buf, dtype=np.uint8)
+        windows = self._tw.find(arr, ends, lo, limit)
+        regions: dict[int, list[tuple[int, int, int]]] = {}
+        if windows:
+            windows, named = self._tw.name(buf, arr, windows, ends, kinds)
+            for (w0, w1), secrets in zip(windows, named, strict=True):
+                for i in secrets:
+                    regions.setdefault(i, []).append((w0, w1, 1))
+        starts = [w[0] for w in windows]
+        for i, a in hits:
+            k = bisect.bisect_right(starts, a) - 1
+            if k >= 0 and a < windows[k][1]:
+                continue  # inside a window: the window's own search decides
+            regions.setdefault(i, []).append((a, a + 1, 0))
+        for i, rs in regions.items():
+            self._confirm(i, sorted(rs), buf, base, st)
+
+    def _exact_at(self, i: int, s: int, e: int, st: _State) -> None:
+        """The secret as given at ``[s, e)`` (absolute): kept when it does not overlap
+        the previous one (``re.finditer`` of the literal)."""
+        if s >= st.exact_end.get(i, 0):
+            st.exact.setdefault(i, []).append((s, e))
+            st.exact_end[i] = e
+
+    def _literal_hits(self, buf: bytes, lo: int, limit: int) -> list[tuple[int, int]]:
+        """Plain candidates: each secret's skeleton in the bytes' letters and digits."""
         n = len(buf)
-        for b0 in range(0, limit, self.block):
-            b1 = min(b0 + self.block, limit)
-            hi = min(n, b1 + self.overlap)
-            for i in self._named(memoryview(buf)[b0:hi]):
-                e = self._entries[i]
-                pos = max(b0, last_end.get(i, 0) - base)
-                found: dict[tuple[int, int], str] = {}
-                for m in e.matcher.bytes.finditer(buf, pos, hi):
-                    if m.start() >= b1:
-                        break
-                    found[(m.start(), m.end())] = "exact" if m.group(0) == e.exact else "normalized"
-                # the secret as given always counts (byte_spans), where the pattern missed it
-                if e.exact and "exact" not in found.values():
-                    window = bytes(buf[b0:min(n, b1 + len(e.exact) - 1)])
-                    j = window.find(e.exact)
-                    while j >= 0:
-                        found.setdefault((b0 + j, b0 + j + len(e.exact)), "exact")
-                        j = window.find(e.exact, j + 1)
-                for (s, t), kind in sorted(found.items()):
-                    out.setdefault(i, []).append((s + base, t + base, kind))
-                    last_end[i] = max(last_end.get(i, 0), t + base)
+        parts, kstart, bstart = [], [], []
+        k = 0
+        for b0 in range(lo, n, self.block):
+            part = bytes(buf[b0:b0 + self.block]).translate(_LOWER, _NOT_ALNUM)
+            parts.append(part)
+            kstart.append(k)
+            bstart.append(b0)
+            k += len(part)
+        found: list[tuple[int, int]] = []
+        self._lit.scan(b"".join(parts), match_event_handler=lambda i, a, b, f, c: found.append((i, b)))
+        if not found:
+            return []
+        out = []
+        positions: dict[int, np.ndarray] = {}
+        for pid, kend in found:
+            i = self._plain[pid]
+            ks = kend - len(self._entry(i).skeleton)
+            j = bisect.bisect_right(kstart, ks) - 1
+            if j not in positions:
+                view = np.frombuffer(buf, dtype=np.uint8, count=min(self.block, n - bstart[j]), offset=bstart[j])
+                positions[j] = np.flatnonzero(_ALNUM_LUT[view])
+            a = bstart[j] + int(positions[j][ks - kstart[j]])
+            if a < limit:
+                out.append((i, a))
+        return out
 
-    def _named(self, data: Any) -> list[int]:
-        """Indices of the secrets the prefilter names in ``data`` (every shard)."""
-        out: list[int] = []
-        for rset, ids in self._sets:
-            out += [ids[h] for h in rset.Match(data) or ()]
-        return sorted(out)
+    def _confirm(self, i: int, regions: list[tuple[int, int, int]], buf: bytes, base: int, st: _State) -> None:
+        """The chain of secret ``i`` over its regions (``(start, end, kind)``; kind 0: a
+        plain candidate, confirmed by the plain pattern at its start; 1: a window,
+        searched by the byte pattern), resuming after its previous copy."""
+        e = self._entry(i)
+        n = len(buf)
+        last = st.last_end.get(i, 0) - base
+        found = st.found.setdefault(i, {})
+        for start, end, kind in regions:
+            pos = max(start, last)
+            if pos >= end:
+                continue
+            if kind == 0:
+                m = e.plain.match(buf, pos, min(n, pos + self.overlap))
+                ms = [m] if m is not None else []
+            else:
+                ms = []
+                for m in e.matcher.bytes.finditer(buf, pos, min(n, end + self.overlap)):
+                    if m.start() >= end:
+                        break
+                    ms.append(m)
+            for m in ms:
+                is_exact = m.group(0) == e.exact
+                if is_exact:
+                    st.exact_seen.add(i)
+                found[(m.start() + base, m.end() + base)] = "exact" if is_exact else "normalized"
+                last = m.end()
+        st.last_end[i] = last + base
+
+    def _finish(self, st: _State) -> dict[int, list[Span]]:
+        """Spans per secret; the secret as given added where the byte pattern never
+        matched it exactly (as :meth:`~memkit.matching.SecretMatcher.byte_spans`)."""
+        out: dict[int, list[Span]] = {}
+        for i in self._unique:
+            spans = dict(st.found.get(i, {}))
+            if i not in st.exact_seen:
+                for s, e in st.exact.get(i, []):
+                    spans.setdefault((s, e), "exact")
+            if spans:
+                out[i] = [(s, e, k) for (s, e), k in sorted(spans.items())]
+        return out
 
     # ------------------------------------------------------------------ API
 
     def scan_bytes(self, data: Any) -> dict[int, list[Span]]:
-        """Every copy of every secret in a bytes-like object.
+        """Every copy of every secret in a bytes-like object (bytes, bytearray,
+        memoryview, mmap), read in :attr:`chunk` pieces without copying them.
 
         Returns:
             ``{secret index: [(start, end, kind), ...]}`` for the secrets with at
             least one copy, spans in order (byte offsets).
         """
-        out: dict[int, list[Span]] = {}
-        self._scan(data, len(data), 0, {}, out)
-        return out
+        st = _State()
+        with memoryview(data) as whole:
+            view = whole.cast("B") if whole.format != "B" or whole.ndim != 1 else whole
+            size = len(view)
+            start = 0  # first offset this chunk reports
+            while True:
+                end = min(size, start + self.chunk)
+                eof = end >= size
+                b0 = max(0, start - _LOOKBEHIND)
+                buf = view[b0:min(size, end + (0 if eof else self.overlap))]
+                try:
+                    self._scan(buf, start - b0, end - b0, b0, st)
+                finally:
+                    buf.release()
+                if eof:
+                    break
+                start = end
+            if view is not whole:
+                view.release()
+        return self._finish(st)
 
     def scan_stream(self, fh: BinaryIO) -> dict[int, list[Span]]:
         """:meth:`scan_bytes` over a binary stream read in :attr:`chunk` pieces, with
-        :attr:`overlap` bytes carried between them (memory independent of its size)."""
-        out: dict[int, list[Span]] = {}
-        last_end: dict[int, int] = {}
+        :attr:`overlap` bytes (and 64 of look-behind) carried between them: memory
+        independent of its size."""
+        st = _State()
         buf = b""
-        base = 0
+        base = 0  # absolute offset of buf[0]
+        lo = 0  # first offset (in buf) this round reports
         while True:
             data = fh.read(self.chunk)
             eof = not data
             buf = buf + data if buf else data
-            limit = len(buf) if eof else max(0, len(buf) - self.overlap)
-            if limit:
-                self._scan(buf, limit, base, last_end, out)
+            limit = len(buf) if eof else max(lo, len(buf) - self.overlap)
+            if limit > lo:
+                self._scan(buf, lo, limit, base, st)
             if eof:
-                return out
-            buf = buf[limit:]
-            base += limit
+                return self._finish(st)
+            cut = max(0, limit - _LOOKBEHIND)
+            buf = buf[cut:]
+            base += cut
+            lo = limit - cut
 
     def scan_file(self, path: str | Path) -> dict[int, list[Span]]:
-        """:meth:`scan_stream` over a file opened ``"rb"`` (read-only)."""
+        """Every copy in a file opened ``"rb"`` (read-only): memory-mapped and read as
+        :meth:`scan_bytes` (no copy of its pages), or as :meth:`scan_stream` where it
+        cannot be mapped (a pipe, an empty or special file)."""
         with open(path, "rb") as fh:
-            return self.scan_stream(fh)
+            try:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):
+                return self.scan_stream(fh)
+            with mm:
+                return self.scan_bytes(mm)
 
     def counts(self, found: dict[int, list[Span]]) -> dict[str, int]:
         """Copies per secret (every secret a key, zeros included) from a scan result."""
         return {s: len(found.get(self._index[s], [])) for s in self.secrets}
 
 
-def scan_files(secrets: Sequence[str], paths: Iterable[str | Path], **kw: Any) -> dict[str, dict[str, int]]:
-    """Copies per secret per file: ``{path: {secret: count}}`` (one engine, one pass
-    per file; ``kw`` as :class:`ScanEngine`)."""
+_WORKER_ENGINE: ScanEngine | None = None
+"""The engine a forked :func:`scan_files` worker inherits."""
+
+
+def _scan_counts(path: str) -> dict[str, int]:
+    assert _WORKER_ENGINE is not None
+    return _WORKER_ENGINE.counts(_WORKER_ENGINE.scan_file(path))
+
+
+def scan_files(secrets: Sequence[str], paths: Iterable[str | Path], *, workers: int | None = None,
+               **kw: Any) -> dict[str, dict[str, int]]:
+    """Copies per secret per file: ``{path: {secret: count}}``, in the order of
+    ``paths``: one engine (``kw`` as :class:`ScanEngine`), one pass per file, the files
+    shared among ``workers`` processes forked from this one (default: one per CPU; 1,
+    or a platform without ``fork``, scans here), largest files first.
+
+    Raises:
+        as :class:`ScanEngine`; OSError: a file that cannot be read.
+    """
+    global _WORKER_ENGINE
     engine = ScanEngine(secrets, **kw)
-    return {str(p): engine.counts(engine.scan_file(p)) for p in paths}
+    paths = [str(p) for p in paths]
+    workers = min(workers or os.cpu_count() or 1, len(paths))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return {p: engine.counts(engine.scan_file(p)) for p in paths}
+    order = sorted(paths, key=lambda p: -os.path.getsize(p))
+    _WORKER_ENGINE = engine
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            counts = dict(zip(order, pool.map(_scan_counts, order, chunksize=1), strict=True))
+    finally:
+        _WORKER_ENGINE = None
+    return {p: counts[p] for p in paths}
 
 
 # --------------------------------------------------------------------------- many secrets, one matcher's interface
 
 
-class _MultiMask:
-    """``.sub(repl, text)`` masking every copy of every secret (``SecretMatcher.text``'s
-    use in the residue scanner)."""
-
-    def __init__(self, owner: MultiMatcher) -> None:
-        self._owner = owner
-
-    def sub(self, repl: str, text: str) -> str:
-        for i in self._owner.candidates(text):
-            text = self._owner.engine._entries[i].matcher.text.sub(repl, text)
-        return text
-
-
-class MultiMatcher:
-    """The interface of :class:`~memkit.matching.SecretMatcher` that the residue
-    scanner uses, for many secrets at once: spans are ``(start, end, kind, index)``
-    with the index of the secret in :attr:`secrets`. Each text is prefiltered by the
-    RE2 set (one pass for all secrets) and confirmed by the matcher of each secret the
-    prefilter names; bytes go through :meth:`ScanEngine.scan_bytes`.
-
-    Args:
-        secrets: the secrets (order kept; duplicates scanned once).
-
-    Raises:
-        ValueError / TypeError: as :class:`ScanEngine`.
-    """
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        self.engine = ScanEngine(secrets)
-        self.secrets = self.engine.secrets
-        self.text = _MultiMask(self)
-
-    def candidates(self, text: str) -> list[int]:
-        """Indices of the secrets that may have a copy in ``text`` (a superset: the
-        text's UTF-8 bytes, and the text with characters that fold to several
-        (``ß`` -> ``ss``) folded, as :meth:`SecretMatcher.search` reads it)."""
-        from memkit.matching import _multi_chars, _tables
-
-        forms = [text.encode("utf-8", "surrogatepass")]
-        if _multi_chars().search(text) is not None:
-            multi = _tables()[3]
-            forms.append("".join(multi.get(ch, ch) for ch in text).encode("utf-8", "surrogatepass"))
-        return sorted({i for data in forms for i in self.engine._named(data)})
-
-    def search(self, text: str) -> bool:
-        """Whether ``text`` holds a copy of any of the secrets."""
-        return any(self.engine._entries[i].matcher.search(text) for i in self.candidates(text))
-
-    def spans(self, text: str) -> list[tuple[int, int, str, int]]:
-        """``(start, end, kind, index)`` of every copy of every secret in ``text``."""
-        out = [(s, e, k, i) for i in self.candidates(text)
-               for s, e, k in self.engine._entries[i].matcher.spans(text)]
-        return sorted(out)
-
-    def contains(self, value: Any) -> bool:
-        """Whether ``value`` (a string, bytes, or nested dicts/lists of them) holds a
-        copy of any secret; a string that is JSON is also searched decoded
-        (:meth:`SecretMatcher.contains`, for each secret the prefilter names)."""
-        import json
-
-        from memkit.matching import _strings
-
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bool(self.engine.scan_bytes(bytes(value)))
-        for text in _strings(value):
-            forms = [text]
-            if text[:1] in "[{\"":
-                try:
-                    forms += list(_strings(json.loads(text)))
-                except ValueError:
-                    pass
-            named = {i for f in forms for i in self.candidates(f)}
-            if any(self.engine._entries[i].matcher.contains(text) for i in sorted(named)):
-                return True
-        return False
-
-    def byte_spans(self, data: Any) -> list[tuple[int, int, str, int]]:
-        """``(start, end, kind, index)`` of every copy in a bytes-like object."""
-        found = self.engine.scan_bytes(data)
-        return sorted((s, e, k, i) for i, spans in found.items() for s, e, k in spans)
-
-
-def mask_secret(secret: str) -> str:
-    """A secret as a report may show it: its first and last character around one
-    ``*`` per character in between (``X*************9``); ``*`` only for secrets
-    shorter than 6 characters."""
-    if len(secret) < 6:
-        return "*" * len(secret)
-    return secret[0] + "*" * (len(secret) - 2) + secret[-1]
-
-
-def each_secret(m: Any) -> list[tuple[int | None, SecretMatcher]]:
-    """The one-secret matchers behind ``m``: ``[(index, matcher)]`` for a
-    :class:`MultiMatcher` (``index`` is the secret's position, as in its hits), or
-    ``[(None, m)]`` for a :class:`~memkit.matching.SecretMatcher`. For the scans that
-    ask per secret (full-text ``MATCH`` queries)."""
-    if isinstance(m, MultiMatcher):
-        return [(i, matcher(secret)) for i, secret in enumerate(m.secrets)]
-    return [(None, m)]
