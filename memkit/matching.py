@@ -38,14 +38,16 @@ backtracks into a separator run (atomic groups, possessive repeats), so a search
 ``n`` characters takes ``O(n * max_bytes)`` time in the worst case and ``O(n)`` for a
 fixed secret -- linear, whatever the text (``tests/test_scan_engine.py`` checks it on
 adversarial families of every encoding: time at 4x the size within 5x the time). Many
-secrets at once: :mod:`memkit.scan_engine` runs :func:`prefilter_pattern` of every
-secret in one automaton pass (RE2, no backtracking) and confirms the hits with these
-patterns; memory is independent of the input size (``benchmarks/bench_scan.py``).
+secrets at once: :mod:`memkit.scan_engine` finds, in one automaton pass (Hyperscan, no
+backtracking), every *token* (:data:`TOKEN_PATTERNS`, :func:`spelling_points`) and
+every plain candidate, confirms plain candidates with :func:`plain_bytes_regex` and
+searches the windows around tokens with these patterns; memory is independent of the
+input size, speed is compared with GNU grep (``benchmarks/bench_scan.py``).
 
 A match is ``exact`` when it is the secret verbatim, else ``normalized``. Text
 patterns work on ``str``; byte patterns on UTF-8 bytes (files on disk, blobs).
 Patterns are compiled once per secret (cached); the Unicode tables they are built
-from once per process (about a second).
+from once per machine (half a second, then kept in memkit's cache directory).
 
 Matching is deliberately generous: a reader who sees ``x q 7 violet 3829`` has the
 secret, so a verdict of "clean" must not count that as absent. Left out: homoglyphs
@@ -117,9 +119,9 @@ _Tables = tuple[dict[str, frozenset[str]], str, dict[str, frozenset[str]], dict[
 @lru_cache(maxsize=1)
 def _tables() -> _Tables:
     """(every code point whose NFKC case fold is one letter or digit, by that
-    character; a regex class body of every separator; every code point whose fold is
-    2-3 letters or digits, such as ``ß`` -> ``ss``, by that fold; the same as
-    character -> fold). Built by one pass over Unicode (about half a second) and kept
+    character, where one is not the character itself; a regex class body of every
+    separator; every code point whose fold is 2-3 letters or digits, such as ``ß`` ->
+    ``ss``, by that fold; the same as character -> fold). Built by one pass over Unicode (about half a second) and kept
     in memkit's cache directory (:func:`memkit.runtime.cache_dir`), keyed by this
     module's source, the Unicode version and the Python version, so a later process
     loads it in milliseconds (a scan of one file must not pay the pass)."""
@@ -142,6 +144,9 @@ def _tables() -> _Tables:
         with open(tmp, "wb") as fh:
             pickle.dump(built, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
+        for old in path.parent.glob("matching-tables-*.pickle"):  # tables of an older memkit
+            if old != path:
+                old.unlink(missing_ok=True)
     except (OSError, NameError):  # a read-only cache directory: build each time
         pass
     return built
@@ -175,7 +180,8 @@ def _build_tables() -> _Tables:
             multi.setdefault(f, set()).add(ch)
         elif _is_separator(ch):
             seps.append(ch)
-    return ({k: frozenset(v) for k, v in variants.items()}, _class_body(seps),
+    # a character whose only spelling is itself is left out (every reader adds it)
+    return ({k: frozenset(v) for k, v in variants.items() if v != {k}}, _class_body(seps),
             {k: frozenset(v) for k, v in multi.items()},
             {ch: f for f, chs in multi.items() for ch in chs})
 
@@ -734,7 +740,8 @@ def prefilter_pattern(secret: str) -> str:
     byte of one of its other spellings, or one of its escapes; any number of
     :data:`_PRE_SEP` separators between. No lookaround, no bound, no backreference,
     so an automaton runs it in one linear pass; it may accept more than a copy, so a
-    hit is confirmed by the byte pattern (:mod:`memkit.scan_engine`).
+    hit is confirmed by the matcher (:class:`memkit.multi_matcher.MultiMatcher`, for
+    text values).
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.

@@ -347,7 +347,8 @@ class TokenWindows:
         if self._nonascii and after.isalpha() and any(unicodedata.combining(c) for c in chars):
             chars = unicodedata.normalize("NFC", after.decode() + chars)  # a decomposed spelling
         for ch in chars:
-            for c in dict.fromkeys(alnum_fold(ch) + self._rev.get(ch, "")):
+            folded = alnum_fold(ch)  # in order: "ß" spells "ss"
+            for c in folded + (self._rev[ch] if ch in self._rev and self._rev[ch] not in folded else ""):
                 if c.isascii():
                     out.append((at, _SPECIAL_CODE[ord(c)]))
                 elif c in self._zcode:

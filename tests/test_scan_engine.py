@@ -10,10 +10,13 @@ import io
 import json
 import random
 import time
+import unicodedata
 import urllib.parse
 
 import pytest
 import re2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memkit.matching import matcher, max_copy_bytes, prefilter_pattern
 from memkit.scan_engine import ScanEngine
@@ -193,3 +196,136 @@ def test_engine_errors():
         ScanEngine([])
     with pytest.raises(ValueError, match="no letters or digits"):
         ScanEngine(["--"])
+
+
+# --------------------------------------------------------------------------- the engine is the matcher, faster
+
+POOL = ["XQ7-VIOLET-3829", "José Ñúñez", "Straße-99", "李雷-88", "a&b%c", "ab", "Q", "5551234567",
+        "n41", "bxq7", "nab", "ﬁle-42", "kkk", "Zoë-Ω7"]
+"""Secrets of every kind the engine treats apart: ASCII canaries, non-ASCII skeleton
+characters (every copy is a window), characters that fold to several, token bytes in
+the secret itself, one- and two-character secrets, digits only, skeletons that are a
+construct's letters (``\\n`` + ``ab``)."""
+
+SEPARATORS = [" ", "-", "_", ".", "\u2013", "\u200b", "\\n", "\\\\n", "<b>", "</span>", "<!-- c -->",
+              "\x1b[1m", "&amp;", "&nbsp;", "%20", "%E2%80%93", "\\u2013", "\\\"", "\\\\", "é", "电"]
+JUNK = ["&#88;", "&#x51;", "%58", "%51", "\\u0058", "\\\\u0051", "\\n", "<b>", "&amp;", "\u200b", "Ｘ", "𝐐",
+        "ß", "ﬁ", "e\u0301", "\x00", "\x7f", "\xff", "&", "%", "<", ">", ";", "#", "\n", "\\", "\x1b["]
+
+
+def _char(ch: str, how: int) -> str:
+    """One character of a copy in one spelling (0: as written, 1: NFD; for an ASCII
+    letter or digit also lower, upper, HTML decimal and hex entity, percent-encoded,
+    JSON ``\\u`` escape, fullwidth), written with the standard library's formatting."""
+    if not (ch.isascii() and ch.isalnum()) or how in (0, 1):
+        return unicodedata.normalize("NFD", ch) if how == 1 else ch
+    return [ch.lower(), ch.upper(), f"&#{ord(ch)};", f"&#x{ord(ch):x};", f"%{ord(ch):02X}",
+            f"\\u{ord(ch):04x}", chr(ord(ch.upper()) + 0xFEE0)][how - 2]
+
+
+@st.composite
+def _blobs(draw):
+    secrets = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=6, unique=True))
+    if draw(st.booleans()):  # past REGEX_SECRETS: plain candidates from the literal search
+        secrets += [f"F{j:02d}-{draw(st.sampled_from(['AMBER', 'CEDAR', 'DELTA']))}-{j:04d}" for j in range(20)]
+    parts = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:  # a copy: each character spelled, separators between
+            s = draw(st.sampled_from(secrets))
+            out = []
+            for ch in s:
+                out.append(_char(ch, draw(st.integers(0, 11)) % 9))
+                if draw(st.integers(0, 3)) == 0:
+                    out.append(draw(st.sampled_from(SEPARATORS)))
+            parts.append("".join(out))
+        elif kind == 1:
+            parts.append("".join(draw(st.lists(st.sampled_from(JUNK), max_size=8))))
+        elif kind == 2:
+            parts.append(draw(st.text("abcxq7violet3829 né-", max_size=20)))
+        else:
+            parts.append(bytes(draw(st.lists(st.integers(0, 255), max_size=40))).decode("latin-1"))
+    return secrets, "".join(parts).encode("utf-8", "surrogatepass"), draw(st.sampled_from([700, 4096, 1 << 20]))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_blobs())
+def test_property_engine_finds_what_each_matcher_finds(case):
+    """On any mix of copies (every spelling and separator the matcher accepts, written
+    with the standard library), encoded constructs, binary bytes and near misses, the
+    engine reports for each secret exactly the spans of its own byte pattern
+    (``byte_spans``), in one buffer and streamed in chunks smaller than a copy."""
+    secrets, data, chunk = case
+    engine = ScanEngine(secrets, chunk=chunk, block=max(64, chunk // 4))
+    whole = engine.scan_bytes(data)
+    streamed = engine.scan_stream(io.BytesIO(data))
+    for i, s in enumerate(secrets):
+        expected = matcher(s).byte_spans(data)
+        assert whole.get(i, []) == expected, (s, data)
+        assert streamed.get(i, []) == expected, (s, data)
+
+
+def test_plain_pattern_is_the_byte_pattern_where_no_token_is():
+    """Bytes with no token (no encoded construct, no non-ASCII spelling point): the plain
+    pattern and the byte pattern give the same copies, including separator runs at the
+    bound and backslash runs."""
+    import re
+
+    from memkit.matching import TOKEN_PATTERNS, plain_bytes_regex, spelling_points
+
+    rng = random.Random(3)
+    checked = 0
+    for secret in ["XQ7-VIOLET-3829", "5551234567", "ab"]:
+        full, plain = matcher(secret).bytes, plain_bytes_regex(secret)
+        token = re.compile(b"|".join(TOKEN_PATTERNS + tuple(re.escape(p) for p in spelling_points([secret]))))
+        for _ in range(300):
+            sep = lambda: rng.choice([" ", "-", "--", "\\\\", "\\\"", "\u2013", "电", "." * rng.choice([15, 16, 17])])  # noqa: E731
+            text = "".join(c + (sep() if rng.random() < 0.7 else "") for c in secret)
+            data = (rng.choice(["", "x", "\u00e9 "]) + text + rng.choice(["", "9", " \\\\"])).encode()
+            if token.search(data):  # "\\b" is a JSON escape: a token, where the patterns may differ
+                continue
+            checked += 1
+            assert [m.span() for m in full.finditer(data)] == [m.span() for m in plain.finditer(data)], data
+    assert checked > 600
+
+
+def test_tags_and_comments_end_at_control_bytes():
+    """No copy holds a breaker byte: a tag or comment with a NUL in it is no separator
+    (text and bytes alike), so the engine may bound its windows at NULs."""
+    assert matcher("XQ7").byte_spans(b"X<b>Q7") and not matcher("XQ7").byte_spans(b"X<b\x00>Q7")
+    assert not matcher("XQ7").byte_spans(b"X<!-- \x01 -->Q7")
+    assert not matcher("XQ7").search("X<b\x00>Q7") and matcher("XQ7").search("X<b>Q7")
+
+
+def test_scan_files_in_worker_processes_equals_one_process(tmp_path):
+    from memkit.scan_engine import scan_files
+
+    rng = random.Random(11)
+    paths = []
+    for k in range(5):
+        p = tmp_path / f"f{k}.bin"
+        p.write_bytes(rng.randbytes(5000) + _spell(SECRET, HOWS[k]).encode() + rng.randbytes(3000))
+        paths.append(p)
+    (tmp_path / "empty").write_bytes(b"")
+    paths.append(tmp_path / "empty")
+    one = scan_files([SECRET, PHONE], paths, workers=1)
+    two = scan_files([SECRET, PHONE], paths, workers=2)
+    assert one == two and list(one) == [str(p) for p in paths]
+    assert [one[str(p)][SECRET] for p in paths] == [1, 1, 1, 1, 1, 0]
+
+
+def test_damaged_table_cache_is_rebuilt(tmp_path, monkeypatch):
+    """The Unicode tables kept in the cache directory: a truncated file (a killed run)
+    is rebuilt, not an error."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path))
+    code = "from memkit.matching import matcher; print(bool(matcher('XQ7').search('x q 7')))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=True).stdout.strip() == "True"
+    (cached,) = tmp_path.glob("matching-tables-*.pickle")
+    cached.write_bytes(cached.read_bytes()[:100])
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=True).stdout.strip() == "True"
+    assert len(cached.read_bytes()) > 1000
