@@ -1,7 +1,8 @@
 """Benchmark: memkit's byte-surface scan for many secrets against GNU grep, same files, same run.
 
-Builds a directory of mixed store files (SQLite databases written with ``sqlite3``,
-JSONL, plain text and random binary) of about ``--mib`` MiB with planted verbatim
+Builds a directory of mixed store files (SQLite databases of JSON documents written
+with ``sqlite3``, JSONL chat turns, plain text, random binary; the text holds line
+breaks, accents, curly quotes and a little markup, so the JSON holds escapes) of about ``--mib`` MiB with planted verbatim
 copies of the secrets, one per line, then times
 
 * GNU ``grep -c -a -F -f SECRETS FILES`` (exact literals only), and
@@ -50,13 +51,19 @@ def secrets_for(n: int, seed: int) -> list[str]:
     return list(out)
 
 
+_MARKS = ["caf\u00e9", "na\u00efve", "\u2014", "\u201cquoted\u201d", "it's", "50%", "a&b", "<b>bold</b>"]
+"""What chat text holds besides words: accents, dashes, curly quotes, markup."""
+
+
 def _prose(rng: random.Random, n_bytes: int) -> bytes:
     words = []
     size = 0
     while size < n_bytes:
-        w = rng.choice(_WORDS)
+        w = rng.choice(_WORDS) if rng.random() < 0.97 else rng.choice(_MARKS)
         words.append(w)
         size += len(w) + 1
+        if rng.random() < 0.02:
+            words.append("\n")  # a line break inside a message
     return " ".join(words).encode()
 
 
@@ -78,8 +85,8 @@ def build(root: Path, mib: int, secrets: list[str], copies: int, seed: int) -> d
             con = sqlite3.connect(path)
             con.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, text TEXT)")
             rows, written = [], 0
-            while written < size:
-                t = _prose(rng, 2000).decode()
+            while written < size:  # documents as a vector store keeps them: JSON with metadata
+                t = json.dumps({"document": _prose(rng, 2000).decode(), "metadata": {"user": "u1"}})
                 rows.append((t,))
                 written += len(t)
             rows += [(f"\n{s}\n",) for s in mine]

@@ -39,9 +39,9 @@ backtracks into a separator run (atomic groups, possessive repeats), so a search
 fixed secret -- linear, whatever the text (``tests/test_scan_engine.py`` checks it on
 adversarial families of every encoding: time at 4x the size within 5x the time). Many
 secrets at once: :mod:`memkit.scan_engine` finds, in one automaton pass (Hyperscan, no
-backtracking), every *token* (:data:`TOKEN_PATTERNS`, :func:`spelling_points`) and
-every plain candidate, confirms plain candidates with :func:`plain_bytes_regex` and
-searches the windows around tokens with these patterns; memory is independent of the
+backtracking), every *window token* (:data:`WINDOW_TOKENS`, :func:`escaped_spellings`,
+:func:`spelling_points`), finds plain candidates by literal search, confirms them with
+:func:`plain_bytes_regex` and searches the windows around tokens with these patterns; memory is independent of the
 input size, speed is compared with GNU grep (``benchmarks/bench_scan.py``).
 
 A match is ``exact`` when it is the secret verbatim, else ``normalized``. Text
@@ -78,8 +78,9 @@ from typing import Any
 __all__ = [
     "BREAKER_BYTES",
     "TOKEN_MAX_BYTES",
-    "TOKEN_PATTERNS",
+    "WINDOW_TOKENS",
     "alnum_fold",
+    "escaped_spellings",
     "SecretMatcher",
     "contains_secret",
     "matcher",
@@ -366,17 +367,11 @@ def _sep_bytes() -> bytes:
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
 
-_PLAIN_ESCAPE = r"\\{1,64}+(?:[/'\"]|)"
-"""The one multi-character separator of :data:`_SEP_PATTERNS` that holds no letter,
-digit or token start (:data:`TOKEN_PATTERNS`): a backslash run and a punctuation
-escape (JSON ``\\"``, ``\\/``), or none."""
-
-
 @lru_cache(maxsize=1)
 def _sep_bytes_plain() -> bytes:
-    """:func:`_sep_bytes` without the alternatives that start at a token
-    (:func:`plain_bytes_regex`), in the same order."""
-    return (b"(?:" + _PLAIN_ESCAPE.encode() + b"|[" + _ascii_seps()
+    """:func:`_sep_bytes` less the separators that are window tokens (ANSI codes and
+    comments, :data:`WINDOW_TOKENS`), in the same order (:func:`plain_bytes_regex`)."""
+    return (b"(?:" + "|".join(_SEP_PATTERNS[2:]).encode() + b"|[" + _ascii_seps()
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
 
@@ -590,31 +585,74 @@ def matcher(secret: str) -> SecretMatcher:
     return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
 
 
-TOKEN_PATTERNS: tuple[bytes, ...] = (
-    rb"&[A-Za-z][A-Za-z0-9]{1,31};",                                       # named entities
-    rb"&(?:nbsp|amp|lt|gt|quot|apos|shy|ndash|mdash|thinsp|ensp|emsp)",     # ... without ";"
-    rb"&#[0-9]",                                                           # numeric entities,
-    rb"&#[xX][0-9A-Fa-f]",                                                 # entity spellings
-    rb"%[0-9A-Fa-f]{2}",                                                   # percent-encoding
-    rb"\\u[0-9A-Fa-f]{4}",                                                 # JSON \u escapes
-    rb"\\U[0-9A-Fa-f]{8}",
-    rb"\\x[0-9A-Fa-f]{2}",
-    rb"\\[ntrbfv0]",                                                       # letter escapes
-    rb"</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]{0,500}>",            # HTML tags
-    rb"<!--",                                                              # HTML comments
-    rb"\x1b\[",                                                            # ANSI codes
+WINDOW_TOKENS: tuple[bytes, ...] = (
+    rb"<!--",              # HTML comments
+    rb"\x1b\[",            # ANSI codes
+    rb"\\{65}",            # a backslash run past the possessive bound of an escape
 )
-"""The encoded constructs, as byte regexes (RE2 and Hyperscan syntax, each match at
-most :data:`TOKEN_MAX_BYTES` long): every alternative of the byte pattern that
-:func:`plain_bytes_regex` leaves out (a separator of :data:`_SEP_PATTERNS` other than
-:data:`_PLAIN_ESCAPE`, an escaped spelling of :func:`_encoded`) can only succeed where
-one of these matches (for an escape, at the last backslash of its run, at most 64
-bytes on) or at a :func:`spelling_points` character. Bytes with neither are *plain*:
-there the byte pattern and the plain pattern behave alike."""
+"""Byte regexes (RE2 and Hyperscan syntax) for the separators :func:`plain_bytes_regex`
+leaves out: with :func:`escaped_spellings` and :func:`spelling_points`, every
+alternative of the byte pattern that the plain pattern lacks can only succeed where
+one of these matches. Bytes with none are *plain*: there the byte pattern and the
+plain pattern behave alike (:mod:`memkit.scan_engine`, windows)."""
 
-TOKEN_MAX_BYTES = 504
-"""The longest match of a :data:`TOKEN_PATTERNS` pattern (a tag: ``</``, a letter,
-500 bytes, ``>``); a :func:`spelling_points` character is at most 4 bytes."""
+TOKEN_MAX_BYTES = 512
+"""An upper bound on how far before the end of a :data:`WINDOW_TOKENS`,
+:func:`escaped_spellings` or :func:`spelling_points` match the alternative it stands
+for starts (a surrogate-pair JSON escape behind 64 backslashes each: 138 bytes)."""
+
+
+def _hs_escape(regex: str) -> str:
+    """An :func:`_encoded` regex as a superset without look-behind or possessive
+    repeats (RE2 and Hyperscan syntax)."""
+    return regex.replace(_BS, r"\\+").replace(r"\\{1,64}+", r"\\+")
+
+
+def escaped_spellings(secrets: Any) -> list[tuple[bytes, str]]:
+    """``(regex, character)``: per skeleton character of ``secrets``, one alternation of
+    every escaped spelling of it (:func:`_encoded`: JSON ``\\u``, HTML numeric entities,
+    percent-encoding; decomposed letters escaped mark by mark) that :func:`matcher`'s
+    byte patterns accept, as a superset in RE2 and Hyperscan syntax. With
+    :data:`WINDOW_TOKENS` and :func:`spelling_points`, what :func:`plain_bytes_regex`
+    leaves out.
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    variants, multi = _variants_table(), _tables()[2]
+    out: dict[str, str] = {}
+    for secret in secrets:
+        _, groups, own = _structure(secret)
+        for span in groups:
+            sets = [(c, frozenset(set(variants.get(c, {c})) | {c} | set(own.get(c, ()))), own.get(c, frozenset()))
+                    for c in span]
+            if len(span) > 1 and span in multi:
+                sets.append((span, multi[span], frozenset()))
+            for c, chars, own_c in sets:
+                for regex in _escaped_of(chars, own_c):
+                    out.setdefault(regex, c)
+    by_char: dict[str, list[str]] = {}
+    for regex, c in sorted(out.items()):
+        by_char.setdefault(c, []).append(regex)
+    # one alternation per character: a handful of patterns compile in milliseconds
+    return [(("(?:" + "|".join(rs) + ")").encode("ascii"), c) for c, rs in sorted(by_char.items())]
+
+
+@lru_cache(maxsize=4096)
+def _escaped_of(chars: frozenset[str], own: frozenset[str]) -> tuple[str, ...]:
+    """The escaped alternatives of :func:`_spellings` for ``chars`` (same rules)."""
+    escs: list[str] = []
+    for ch in sorted(chars):
+        if ord(ch) < 0x80:
+            escs += _encoded(ch)
+        elif ord(ch) < 0x2000 or 0xFF00 <= ord(ch) <= 0xFFEF or ch in own:
+            escs.append(_encoded(ch)[0])
+    seqs: set[str] = set()
+    for ch in chars:
+        seqs |= _decomposed(ch)
+    for seq in sorted(seqs):
+        escs.append("".join(re.escape(x) if ord(x) <= 0x7F else _encoded(x)[0] for x in seq))
+    return tuple(_hs_escape(e) for e in escs if any(ch in e for ch in "\\&%"))
 
 
 @lru_cache(maxsize=4096)
@@ -633,8 +671,8 @@ def spelling_points(secrets: Any) -> list[bytes]:
     a spelling of any of ``secrets``' characters (``Ｘ`` and ``𝐗`` for ``x``, the
     combining mark of ``e`` + U+0301 for ``é``, ``ß`` for a secret written with
     ``ß``): every non-ASCII literal alternative of :func:`matcher`'s byte patterns
-    starts at one of these. With :data:`TOKEN_PATTERNS`, what
-    :func:`plain_bytes_regex` leaves out.
+    starts at one of these. With :data:`WINDOW_TOKENS` and :func:`escaped_spellings`,
+    what :func:`plain_bytes_regex` leaves out.
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.
@@ -653,14 +691,15 @@ def spelling_points(secrets: Any) -> list[bytes]:
 
 @lru_cache(maxsize=4096)
 def plain_bytes_regex(secret: str) -> re.Pattern[bytes] | None:
-    """:func:`matcher`'s byte pattern without the alternatives that start at a token
-    (:data:`TOKEN_PATTERNS`) or a :func:`spelling_points` character: each character by
-    its ASCII spellings, separators as in :func:`_sep_bytes` less the encoded
-    constructs (:func:`_sep_bytes_plain`), the same bounds, runs and order. Where the
-    bytes it reads hold no token or spelling point, it behaves exactly as the byte
-    pattern (every alternative it lacks fails there), and it compiles in about a
-    millisecond where the byte pattern takes tens. ``None`` when a character of the
-    secret has no ASCII spelling (every copy then holds a spelling point).
+    """:func:`matcher`'s byte pattern without the alternatives that need a window token
+    (:data:`WINDOW_TOKENS`, :func:`escaped_spellings`, :func:`spelling_points`): each
+    character by its ASCII spellings; separators as in :func:`_sep_bytes` less ANSI
+    codes and comments (tags, entities, percent-encoding and escapes stay); the same
+    bounds, runs and order. Where the bytes it reads hold no window token, it behaves
+    exactly as the byte pattern (every alternative it lacks fails there), and it
+    compiles in about a millisecond where the byte pattern takes tens. ``None`` when a
+    character of the secret has no ASCII spelling (every copy then holds a spelling
+    point).
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.

@@ -1,59 +1,51 @@
-"""Many secrets, one linear-time pass at the speed of grep: the multi-secret byte scan engine.
+"""Many secrets, one linear-time pass: the multi-secret byte scan engine.
 
 What a copy is stays in :mod:`memkit.matching` (one matcher for forget, redaction,
 the residue scanner, the LLM cache and the probes); this module only finds the copies
 of many secrets at once, in bounded memory, and reports exactly what
 :meth:`~memkit.matching.SecretMatcher.byte_spans` of each secret reports over the same
-bytes. It splits the bytes into *plain* stretches and *windows* around encoded
-constructs, and answers each with the cheapest exact method:
+bytes (``tests/test_scan_engine.py`` checks it on mixes of every spelling, construct and
+binary). It splits the work by what a copy can read:
 
-1. **One automaton pass over the raw bytes** (Hyperscan, a linear-time multi-pattern
-   engine that cannot backtrack) finds three things: every occurrence of each secret
-   as given (:meth:`~memkit.matching.SecretMatcher.byte_spans` always counts those);
-   every *token*, the start of an encoded construct
-   (:data:`~memkit.matching.TOKEN_PATTERNS`: entities, percent-encoding, escapes, tags,
-   comments, ANSI codes) or a non-ASCII spelling of a character of some secret
-   (:func:`~memkit.matching.spelling_points`: ``Ｘ``, ``𝐗``, a combining mark); and,
-   for a few secrets, each secret's *plain candidates* (below).
-2. **Plain candidates.** Where no token is near, a copy is each character by its ASCII
-   spelling with separators that hold no letter or digit, so the secret's skeleton
-   (:func:`~memkit.matching.skeleton`) appears verbatim in the bytes' letters and
-   digits, case folded (``bytes.translate``). Every occurrence is found by a literal
-   multi-pattern search over those letters and digits (Hyperscan's literal matcher),
-   or, for :data:`REGEX_SECRETS` secrets or fewer, by one regex per secret over the raw
-   bytes (``x[^A-Za-z0-9]*q...``, which skips the translation). Each candidate is
-   confirmed by :func:`~memkit.matching.plain_bytes_regex` at its start: the byte
-   pattern less the alternatives that need a token, which behaves exactly like the
-   byte pattern on bytes that hold none.
-3. **Windows.** A copy that reads a token starts at most
-   :attr:`~memkit.matching.SecretMatcher.max_bytes` before it and after the last
-   :data:`~memkit.matching.BREAKER_BYTES` byte before it (no copy holds one), and at
-   most 3 bytes after it (the byte pattern's look-behind). Those starts form the
-   token's window. Tokens in stretches between breakers too short to hold
-   :attr:`ScanEngine.n_min` letters and digits are dropped (one vectorised numpy pass).
-   A window *names* the secrets whose every skeleton character has a spelling in it
-   (its letters and digits, its non-ASCII characters and its decoded escapes, folded);
-   each named secret's byte pattern runs ``finditer`` over the window.
+1. **One automaton pass over the raw bytes** (Hyperscan: linear time, no backtracking)
+   finds every occurrence of each secret as given (``byte_spans`` always counts those)
+   and every *window token*: an ANSI code, a comment, an over-long backslash run
+   (:data:`~memkit.matching.WINDOW_TOKENS`), an escape that spells a character of some
+   secret (:func:`~memkit.matching.escaped_spellings`: ``&#88;``, ``%58``, ``\\u0058``)
+   or a non-ASCII spelling of one (:func:`~memkit.matching.spelling_points`: ``Ｘ``,
+   ``𝐗``, a combining mark).
+2. **Plain candidates** (:mod:`memkit.scan_plain`): a copy that reads no window token
+   spells each character in ASCII, and the byte pattern's separator runs consume tags,
+   entities, percent-encoding and escapes whole, so its skeleton is verbatim in the
+   letters and digits outside those constructs (or starts inside one construct). For
+   many secrets, a literal search over those letters (``bytes.translate`` of the bytes
+   with the constructs blanked, then Hyperscan's literal matcher) finds every start;
+   for :data:`REGEX_SECRETS` or fewer, one prefilter regex per secret over the raw
+   bytes finds where a copy may end. Each start is confirmed by
+   :func:`~memkit.matching.plain_bytes_regex` (the byte pattern less the window-token
+   alternatives, which behaves exactly as the byte pattern where no token is).
+3. **Windows** (:mod:`memkit.scan_windows`): a copy that reads a window token starts
+   in the token's window (at most ``max_bytes`` before it, after the last breaker
+   byte, at most 3 bytes after it). A window *names* the secrets that may have a copy
+   there, and each named secret's byte pattern searches it.
 4. **One chain per secret.** Candidates and windows are visited in order of offset,
-   each search starting where the secret's previous copy ended, and keeping copies that
-   start in the candidate or window: exactly the copies, in order, that ``finditer``
-   over the whole buffer yields, because every copy starts at a plain candidate or in
-   a window (every copy reads a token or is plain; module doc of
-   :mod:`memkit.matching`, and :data:`~memkit.matching.TOKEN_PATTERNS`).
+   each search starting where the secret's previous copy ended and keeping the copies
+   that start in the candidate or window: exactly the copies, in order, that
+   ``finditer`` over the whole buffer yields, because every copy starts at a plain
+   candidate or in a window.
 
 Streams (:meth:`ScanEngine.scan_file`) are read in chunks; the last ``overlap`` bytes
 (the longest copy any secret can have,
 :attr:`~memkit.matching.SecretMatcher.max_bytes`) and 64 bytes of look-behind are
-carried into the next chunk, so memory is ``O(chunk + overlap)`` whatever the size.
+carried into the next chunk, so memory is ``O(chunk + overlap)`` whatever the size;
+:func:`scan_files` shares files among one process per CPU.
 
-Complexity, for ``n`` input bytes and ``k`` secrets: the automaton and the literal
-search read each byte once (linear in ``n``, whatever ``k``); the translation reads
-it once; a confirmation reads at most ``max_bytes`` bytes; a window is searched by
-the secrets it names, each search linear in the window (:mod:`memkit.matching`,
-Complexity). Speed: ``benchmarks/bench_scan.py`` times it against GNU grep on the same
-files. Text full of encoded constructs (HTML markup, JSON with escapes) is all
-windows, so there the cost is that of the byte patterns of the secrets the windows
-name.
+Complexity, for ``n`` input bytes and ``k`` secrets: the automata, the construct parse
+(vectorised numpy over the bytes that can start one) and the translation read each
+byte a bounded number of times, whatever ``k``; a confirmation reads at most
+``max_bytes`` bytes; a window is searched by the secrets it names, each search linear
+in the window (:mod:`memkit.matching`, Complexity). Speed against GNU grep:
+``benchmarks/bench_scan.py``.
 """
 
 from __future__ import annotations
@@ -72,19 +64,21 @@ import hyperscan
 import numpy as np
 
 from memkit.matching import (
-    TOKEN_PATTERNS,
+    WINDOW_TOKENS,
     SecretMatcher,
+    escaped_spellings,
     matcher,
     max_copy_bytes,
     plain_bytes_regex,
     skeleton,
     spelling_points,
 )
+from memkit.scan_plain import PlainFinder
 from memkit.scan_windows import TokenWindows
 
 __all__ = ["REGEX_SECRETS", "ScanEngine", "Span", "scan_files"]
 
-REGEX_SECRETS = 16
+REGEX_SECRETS = 2
 """Up to this many secrets, plain candidates come from one Hyperscan regex per secret
 over the raw bytes (about 5 GB/s for one secret); above it, from a literal search over
 the bytes' letters and digits (``bytes.translate`` then Hyperscan's literal matcher,
@@ -98,10 +92,24 @@ Span = tuple[int, int, str]
 _LOOKBEHIND = 64
 """Bytes kept before a chunk for the byte pattern's look-behind (it reads 3)."""
 
-_LOWER = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
-_NOT_ALNUM = bytes(c for c in range(256) if not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122))
-_ALNUM_LUT = np.zeros(256, dtype=bool)
-_ALNUM_LUT[[c for c in range(256) if chr(c).isascii() and chr(c).isalnum()]] = True
+
+
+def _merge(regions: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Sorted regions with overlapping searches (kind 1) joined."""
+    out: list[tuple[int, int, int]] = []
+    for r in regions:
+        if out and r[2] == 1 and out[-1][2] == 1 and r[0] <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], r[1]), 1)
+        else:
+            out.append(r)
+    return out
+
+
+_SEPARATORS = (rb"(?:[^A-Za-z0-9]|</?[A-Za-z][^<>]*>|&#?[A-Za-z0-9]+;?|%[0-9A-Fa-f]{2}"
+               rb"|\\+[uUx]?[0-9A-Fa-f]*|\\+[ntrbfv0])*")
+"""A superset of every separator run between two characters of a copy that reads no
+window token (characters, tags, entities, percent-encoding, escapes), for the few-secret
+prefilter (Hyperscan, prefilter mode)."""
 
 
 def _hx(data: bytes) -> bytes:
@@ -184,30 +192,29 @@ class ScanEngine:
         self.n_min = min(len(self._entry(i).skeleton) for i in self._unique)
         """Fewest letters and digits (or non-ASCII spellings) any copy holds."""
         self._plain = [i for i in self._unique if self._entry(i).skeleton.isascii()]
-        points = spelling_points(secrets[i] for i in self._unique)
-        self._tw = TokenWindows({i: self._entry(i).skeleton for i in self._unique}, points,
-                                     self.overlap, self.n_min)
+        live = [secrets[i] for i in self._unique]
+        points = spelling_points(live)
+        escaped = escaped_spellings(live)
+        self._tw = TokenWindows({i: self._entry(i).skeleton for i in self._unique},
+                                [""] * len(WINDOW_TOKENS) + [c for _, c in escaped], points, self.overlap, self.n_min)
         self.regex = len(self._plain) <= REGEX_SECRETS
-        # one database over the raw bytes: secrets as given, tokens, [plain regexes]
+        # one database over the raw bytes: secrets as given, window tokens, [plain regexes]
         u = len(self._unique)
         pats = [_hx(self._entry(i).exact) for i in self._unique]
         flags = [0] * u
-        tokens = list(TOKEN_PATTERNS) + [_hx(p) for p in points]
+        tokens = list(WINDOW_TOKENS) + [r for r, _ in escaped] + [_hx(p) for p in points]
         self._t0, self._t1 = u, u + len(tokens)
         pats += tokens
         flags += [hyperscan.HS_FLAG_DOTALL] * len(tokens)
         if self.regex:
             for i in self._plain:
-                pats.append(rb"[^A-Za-z0-9]*".join(re.escape(c.encode()) for c in self._entry(i).skeleton))
-                flags.append(hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SOM_LEFTMOST | hyperscan.HS_FLAG_DOTALL)
+                pats.append(_SEPARATORS.join(re.escape(c.encode()) for c in self._entry(i).skeleton))
+                flags.append(hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_DOTALL | hyperscan.HS_FLAG_PREFILTER)
         self._raw = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._raw.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=flags)
-        self._lit = None
+        self._finder = None
         if not self.regex and self._plain:
-            self._lit = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            lits = [self._entry(i).skeleton.encode() for i in self._plain]
-            self._lit.compile(expressions=lits, ids=list(range(len(lits))), elements=len(lits), flags=0,
-                              literal=True)
+            self._finder = PlainFinder({i: self._entry(i).skeleton for i in self._plain}, self.block)
 
     def __repr__(self) -> str:
         return f"ScanEngine({len(self.secrets)} secrets, overlap={self.overlap})"
@@ -228,7 +235,8 @@ class ScanEngine:
         ends: list[int] = []
         kinds: list[int] = []
         hits: list[tuple[int, int]] = []  # (secret index, start): plain candidates
-        for pid, a, b in raw:
+        near: list[tuple[int, int]] = []  # (secret index, end): a copy may end here (few secrets)
+        for pid, _a, b in raw:
             if pid < u:
                 i = self._unique[pid]
                 s = b - len(self._entry(i).exact)
@@ -238,11 +246,11 @@ class ScanEngine:
                 if b > lo - 4:
                     ends.append(b)
                     kinds.append(pid - t0)
-            elif lo <= a < limit:
-                hits.append((self._plain[pid - t1], a))
-        if self._lit is not None:
-            hits += self._literal_hits(buf, lo, limit)
+            elif b > lo:
+                near.append((self._plain[pid - t1], b))
         arr = np.frombuffer(buf, dtype=np.uint8)
+        if self._finder is not None:
+            hits = self._finder.hits(buf, arr, lo, limit)
         windows = self._tw.find(arr, ends, lo, limit)
         regions: dict[int, list[tuple[int, int, int]]] = {}
         if windows:
@@ -250,6 +258,10 @@ class ScanEngine:
             for (w0, w1), secrets in zip(windows, named, strict=True):
                 for i in secrets:
                     regions.setdefault(i, []).append((w0, w1, 1))
+        for i, b in near:  # the regex prefilter gives where a copy ends: search before it
+            w0, w1 = max(lo, b - self.overlap), min(limit, b)
+            if w0 < w1:
+                regions.setdefault(i, []).append((w0, w1, 1))
         starts = [w[0] for w in windows]
         for i, a in hits:
             k = bisect.bisect_right(starts, a) - 1
@@ -257,7 +269,7 @@ class ScanEngine:
                 continue  # inside a window: the window's own search decides
             regions.setdefault(i, []).append((a, a + 1, 0))
         for i, rs in regions.items():
-            self._confirm(i, sorted(rs), buf, base, st)
+            self._confirm(i, _merge(sorted(rs)), buf, base, st)
 
     def _exact_at(self, i: int, s: int, e: int, st: _State) -> None:
         """The secret as given at ``[s, e)`` (absolute): kept when it does not overlap
@@ -265,35 +277,6 @@ class ScanEngine:
         if s >= st.exact_end.get(i, 0):
             st.exact.setdefault(i, []).append((s, e))
             st.exact_end[i] = e
-
-    def _literal_hits(self, buf: bytes, lo: int, limit: int) -> list[tuple[int, int]]:
-        """Plain candidates: each secret's skeleton in the bytes' letters and digits."""
-        n = len(buf)
-        parts, kstart, bstart = [], [], []
-        k = 0
-        for b0 in range(lo, n, self.block):
-            part = bytes(buf[b0:b0 + self.block]).translate(_LOWER, _NOT_ALNUM)
-            parts.append(part)
-            kstart.append(k)
-            bstart.append(b0)
-            k += len(part)
-        found: list[tuple[int, int]] = []
-        self._lit.scan(b"".join(parts), match_event_handler=lambda i, a, b, f, c: found.append((i, b)))
-        if not found:
-            return []
-        out = []
-        positions: dict[int, np.ndarray] = {}
-        for pid, kend in found:
-            i = self._plain[pid]
-            ks = kend - len(self._entry(i).skeleton)
-            j = bisect.bisect_right(kstart, ks) - 1
-            if j not in positions:
-                view = np.frombuffer(buf, dtype=np.uint8, count=min(self.block, n - bstart[j]), offset=bstart[j])
-                positions[j] = np.flatnonzero(_ALNUM_LUT[view])
-            a = bstart[j] + int(positions[j][ks - kstart[j]])
-            if a < limit:
-                out.append((i, a))
-        return out
 
     def _confirm(self, i: int, regions: list[tuple[int, int, int]], buf: bytes, base: int, st: _State) -> None:
         """The chain of secret ``i`` over its regions (``(start, end, kind)``; kind 0: a

@@ -1,9 +1,8 @@
 """The windows of the multi-secret scan: where a copy may read an encoded construct, and
 which secrets may have a copy there (step 3 of :mod:`memkit.scan_engine`).
 
-A *token* is where an encoded construct starts (:data:`~memkit.matching.TOKEN_PATTERNS`)
-or a non-ASCII spelling of a secret's character
-(:func:`~memkit.matching.spelling_points`). A copy that reads a token starts within its
+A *window token* is what the plain pattern lacks (:data:`~memkit.matching.WINDOW_TOKENS`,
+:func:`~memkit.matching.escaped_spellings`, :func:`~memkit.matching.spelling_points`). A copy that reads a token starts within its
 *window*: at most ``overlap`` bytes before it (and after the last breaker,
 :data:`~memkit.matching.BREAKER_BYTES`, before it), at most 3 bytes after it.
 :meth:`TokenWindows.find` drops tokens in stretches between breakers too short for a
@@ -24,13 +23,7 @@ from typing import Any
 import numpy as np
 import re2
 
-from memkit.matching import (
-    BREAKER_BYTES,
-    TOKEN_MAX_BYTES,
-    TOKEN_PATTERNS,
-    _variants_table,
-    alnum_fold,
-)
+from memkit.matching import BREAKER_BYTES, TOKEN_MAX_BYTES, _variants_table, alnum_fold
 
 __all__ = ["TokenWindows"]
 
@@ -46,11 +39,6 @@ _ALNUM_LUT = np.zeros(256, dtype=bool)
 _ALNUM_LUT[[c for c in range(256) if chr(c).isascii() and chr(c).isalnum()]] = True
 _BREAK_LUT = np.zeros(256, dtype=bool)
 _BREAK_LUT[[b[0] for b in BREAKER_BYTES]] = True
-
-_PERCENT = TOKEN_PATTERNS.index(rb"%[0-9A-Fa-f]{2}")
-"""The token kind of percent-encoding (a lone ``%HH`` spells its byte's character)."""
-_SPELLING_TOKENS = [TOKEN_PATTERNS.index(p) for p in (rb"&#[0-9]", rb"&#[xX][0-9A-Fa-f]", rb"\\u[0-9A-Fa-f]{4}")]
-"""Token kinds that may spell any character (numeric entities, JSON escapes)."""
 
 _ENTITY_DEC = re.compile(rb"&#0*([0-9]{1,8})")
 _ENTITY_HEX = re.compile(rb"&#[xX]0*([0-9A-Fa-f]{1,8})")
@@ -79,13 +67,17 @@ class TokenWindows:
 
     Args:
         skeletons: ``{secret index: skeleton}`` of the secrets scanned (one per secret).
-        points: :func:`~memkit.matching.spelling_points` of those secrets, in the order
-            of their token kinds (after :data:`~memkit.matching.TOKEN_PATTERNS`).
+        spells: per token kind before the spelling points, the skeleton characters it
+            can spell ("" for :data:`~memkit.matching.WINDOW_TOKENS`, the character of
+            each :func:`~memkit.matching.escaped_spellings` pattern).
+        points: :func:`~memkit.matching.spelling_points` of those secrets (the token
+            kinds after ``spells``).
         overlap: the longest copy of any of the secrets, in bytes.
         n_min: the fewest characters of any skeleton.
     """
 
-    def __init__(self, skeletons: dict[int, str], points: list[bytes], overlap: int, n_min: int) -> None:
+    def __init__(self, skeletons: dict[int, str], spells: list[str], points: list[bytes], overlap: int,
+                 n_min: int) -> None:
         self.skeletons = skeletons
         self.unique = list(skeletons)
         self.overlap = overlap
@@ -119,24 +111,20 @@ class TokenWindows:
             if c.isascii():
                 for ch in {c, c.upper()}:
                     self._bit_lut[ord(ch)] = np.uint64(1 << k)
-        self._all_bits = np.zeros(words, dtype=np.uint64)
-        for k in self._bit.values():
-            self._all_bits[k // 64] |= np.uint64(1 << (k % 64))
-        self._char_bits = np.zeros((256, words), dtype=np.uint64)
-        self._char_bits[:, 0] = self._bit_lut
-        kinds = len(TOKEN_PATTERNS) + len(points)
+        kinds = len(spells) + len(points)
         self._tbits = np.zeros((kinds, words), dtype=np.uint64)
-        for t in _SPELLING_TOKENS:
-            self._tbits[t] = self._all_bits
-        for j, pt in enumerate(points):
+        spelled_by = [set(c) for c in spells]
+        for pt in points:
             ch = pt.decode("utf-8")
             spelled = set(alnum_fold(ch)) | {self._rev[ch]} if ch in self._rev else set(alnum_fold(ch))
             if unicodedata.combining(ch):
                 spelled |= self._nonascii
+            spelled_by.append(spelled)
+        for j, spelled in enumerate(spelled_by):
             for c in spelled:
                 if c in self._bit:
                     k = self._bit[c]
-                    self._tbits[len(TOKEN_PATTERNS) + j, k // 64] |= np.uint64(1 << (k % 64))
+                    self._tbits[j, k // 64] |= np.uint64(1 << (k % 64))
         self._zcode = {c: 0x90 + k % 0x6F for k, c in enumerate(sorted(self._nonascii))}
 
     def find(self, arr: np.ndarray, ends: list[int], lo: int, limit: int) -> list[tuple[int, int]]:
@@ -243,14 +231,6 @@ class TokenWindows:
         e = np.asarray(ends, dtype=np.int64)
         kd = np.asarray(kinds, dtype=np.int64)
         tb = self._tbits[kd]
-        pct = kd == _PERCENT
-        if pct.any():
-            pe = e[pct]
-            hexv = np.frombuffer(bytes.fromhex(bytes(arr[np.stack([pe - 2, pe - 1], axis=1)].ravel()).decode()),
-                                 dtype=np.uint8)
-            run = np.isin(pe - 3, pe) | np.isin(pe + 3, pe)
-            bits = np.where(run[:, None], self._all_bits[None, :], self._char_bits[hexv])
-            tb[pct] = bits
         has = tb.any(axis=1)
         if has.any():
             k = np.searchsorted(c0, e[has] - 1, side="right") - 1

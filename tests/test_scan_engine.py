@@ -266,27 +266,31 @@ def test_property_engine_finds_what_each_matcher_finds(case):
 
 
 def test_plain_pattern_is_the_byte_pattern_where_no_token_is():
-    """Bytes with no token (no encoded construct, no non-ASCII spelling point): the plain
-    pattern and the byte pattern give the same copies, including separator runs at the
-    bound and backslash runs."""
+    """Bytes with no window token (no comment, ANSI code, escaped spelling of a
+    character of the secret, non-ASCII spelling point): the plain pattern and the byte
+    pattern give the same copies, with tags, entities, percent-encoding and escapes as
+    separators, separator runs at the bound and backslash runs."""
     import re
 
-    from memkit.matching import TOKEN_PATTERNS, plain_bytes_regex, spelling_points
+    from memkit.matching import WINDOW_TOKENS, escaped_spellings, plain_bytes_regex, spelling_points
 
     rng = random.Random(3)
     checked = 0
-    for secret in ["XQ7-VIOLET-3829", "5551234567", "ab"]:
+    seps = [" ", "-", "--", "\\\\", "\\\"", "\\n", "\\\\n", "\\u2013", "%20", "%E2%80%93", "&amp;", "&nbsp",
+            "&#8203;", "&#x2013;", "<b>", "</span>", "<a href='x'>", "\u2013", "电", "&", "%", "<", "\\"]
+    for secret in ["XQ7-VIOLET-3829", "5551234567", "ab", "nab"]:
         full, plain = matcher(secret).bytes, plain_bytes_regex(secret)
-        token = re.compile(b"|".join(TOKEN_PATTERNS + tuple(re.escape(p) for p in spelling_points([secret]))))
-        for _ in range(300):
-            sep = lambda: rng.choice([" ", "-", "--", "\\\\", "\\\"", "\u2013", "电", "." * rng.choice([15, 16, 17])])  # noqa: E731
+        token = re.compile(b"|".join(WINDOW_TOKENS + tuple(r for r, _ in escaped_spellings([secret]))
+                                     + tuple(re.escape(p) for p in spelling_points([secret]))))
+        for _ in range(400):
+            sep = lambda: rng.choice(seps + ["." * rng.choice([15, 16, 17])])  # noqa: E731
             text = "".join(c + (sep() if rng.random() < 0.7 else "") for c in secret)
-            data = (rng.choice(["", "x", "\u00e9 "]) + text + rng.choice(["", "9", " \\\\"])).encode()
-            if token.search(data):  # "\\b" is a JSON escape: a token, where the patterns may differ
+            data = (rng.choice(["", "x", "\u00e9 ", "<i ", "\\"]) + text + rng.choice(["", "9", " \\\\"])).encode()
+            if token.search(data):  # "&#97;" spells "a": a window token, where the patterns may differ
                 continue
             checked += 1
             assert [m.span() for m in full.finditer(data)] == [m.span() for m in plain.finditer(data)], data
-    assert checked > 600
+    assert checked > 1000
 
 
 def test_tags_and_comments_end_at_control_bytes():
