@@ -53,6 +53,9 @@ _LETTER = _lut(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _DIGIT = _lut(b"0123456789")
 _HEX = _lut(b"0123456789ABCDEFabcdef")
 _ONE_LETTER = _lut(b"ntrbfv0")
+_BS_NEXT = _lut(b"\\ntrbfv0uUx")
+_AMP_NEXT = _lut(b"#ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_LT_NEXT = _lut(b"/ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _STOP = _lut(b"<>" + bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]))
 """What ends a tag's body (matching's tag pattern: ``[^<>`` and control bytes ``]``)."""
 _NAMES = [b"nbsp", b"amp", b"lt", b"gt", b"quot", b"apos", b"shy", b"ndash", b"mdash", b"thinsp", b"ensp", b"emsp"]
@@ -101,6 +104,10 @@ def constructs(arr: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=bool)
     byte = arr[cand]
+    nxt = _at(arr, cand + 1)  # a construct needs its second byte: drops most candidates in binary data
+    ok = (((byte == 0x5C) & _BS_NEXT[nxt]) | ((byte == 0x25) & _HEX[nxt]) | ((byte == 0x26) & _AMP_NEXT[nxt])
+          | ((byte == 0x3C) & _LT_NEXT[nxt]))
+    cand, byte = cand[ok], byte[ok]
     out_s, out_e = [], []
     # backslash escapes: runs of at most 64 (longer ones are window tokens)
     bs = cand[byte == 0x5C]
