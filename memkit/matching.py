@@ -41,8 +41,9 @@ adversarial families of every encoding: time at 4x the size within 5x the time).
 secrets at once: :mod:`memkit.scan_engine` finds, in one automaton pass (Hyperscan, no
 backtracking), every *window token* (:data:`WINDOW_TOKENS`, :func:`escaped_spellings`,
 :func:`spelling_points`), finds plain candidates by literal search, confirms them with
-:func:`plain_bytes_regex` and searches the windows around tokens with these patterns; memory is independent of the
-input size, speed is compared with GNU grep (``benchmarks/bench_scan.py``).
+:func:`plain_match` and searches the windows around tokens with these patterns;
+memory is independent of the input size, speed is compared with GNU grep
+(``benchmarks/bench_scan.py``).
 
 A match is ``exact`` when it is the secret verbatim, else ``normalized``. Text
 patterns work on ``str``; byte patterns on UTF-8 bytes (files on disk, blobs).
@@ -85,7 +86,7 @@ __all__ = [
     "contains_secret",
     "matcher",
     "max_copy_bytes",
-    "plain_bytes_regex",
+    "plain_match",
     "prefilter_pattern",
     "redact_json",
     "redact_text",
@@ -370,7 +371,7 @@ def _sep_bytes() -> bytes:
 @lru_cache(maxsize=1)
 def _sep_bytes_plain() -> bytes:
     """:func:`_sep_bytes` less the separators that are window tokens (ANSI codes and
-    comments, :data:`WINDOW_TOKENS`), in the same order (:func:`plain_bytes_regex`)."""
+    comments, :data:`WINDOW_TOKENS`), in the same order (:func:`plain_match`)."""
     return (b"(?:" + "|".join(_SEP_PATTERNS[2:]).encode() + b"|[" + _ascii_seps()
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
@@ -533,6 +534,7 @@ def max_copy_bytes(secret: str) -> int:
     return max(bound, len(secret.encode("utf-8")))
 
 
+@lru_cache(maxsize=4096)
 def _structure(secret: str) -> tuple[str, list[str], dict[str, frozenset[str]]]:
     """(skeleton; its stretches, one per character of the secret -- a character whose
     fold is several, ``ß`` -> ``ss``, may be written either way, so its stretch gets
@@ -590,7 +592,7 @@ WINDOW_TOKENS: tuple[bytes, ...] = (
     rb"\x1b\[",            # ANSI codes
     rb"\\{65}",            # a backslash run past the possessive bound of an escape
 )
-"""Byte regexes (RE2 and Hyperscan syntax) for the separators :func:`plain_bytes_regex`
+"""Byte regexes (RE2 and Hyperscan syntax) for the separators :func:`plain_match`
 leaves out: with :func:`escaped_spellings` and :func:`spelling_points`, every
 alternative of the byte pattern that the plain pattern lacks can only succeed where
 one of these matches. Bytes with none are *plain*: there the byte pattern and the
@@ -613,24 +615,25 @@ def escaped_spellings(secrets: Any) -> list[tuple[bytes, str]]:
     every escaped spelling of it (:func:`_encoded`: JSON ``\\u``, HTML numeric entities,
     percent-encoding; decomposed letters escaped mark by mark) that :func:`matcher`'s
     byte patterns accept, as a superset in RE2 and Hyperscan syntax. With
-    :data:`WINDOW_TOKENS` and :func:`spelling_points`, what :func:`plain_bytes_regex`
+    :data:`WINDOW_TOKENS` and :func:`spelling_points`, what :func:`plain_match`
     leaves out.
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.
     """
     variants, multi = _variants_table(), _tables()[2]
-    out: dict[str, str] = {}
+    keys: set[tuple[str, frozenset[str], bool]] = set()  # (character, its own spellings, a multi group)
     for secret in secrets:
         _, groups, own = _structure(secret)
         for span in groups:
-            sets = [(c, frozenset(set(variants.get(c, {c})) | {c} | set(own.get(c, ()))), own.get(c, frozenset()))
-                    for c in span]
+            keys.update((c, own.get(c, frozenset()), False) for c in span)
             if len(span) > 1 and span in multi:
-                sets.append((span, multi[span], frozenset()))
-            for c, chars, own_c in sets:
-                for regex in _escaped_of(chars, own_c):
-                    out.setdefault(regex, c)
+                keys.add((span, frozenset(), True))
+    out: dict[str, str] = {}
+    for c, own_c, is_multi in sorted(keys, key=lambda k: (k[0], sorted(k[1]), k[2])):
+        chars = multi[c] if is_multi else frozenset(set(variants.get(c, {c})) | {c} | own_c)
+        for regex in _escaped_of(chars, own_c):
+            out.setdefault(regex, c)
     by_char: dict[str, list[str]] = {}
     for regex, c in sorted(out.items()):
         by_char.setdefault(c, []).append(regex)
@@ -672,60 +675,78 @@ def spelling_points(secrets: Any) -> list[bytes]:
     combining mark of ``e`` + U+0301 for ``é``, ``ß`` for a secret written with
     ``ß``): every non-ASCII literal alternative of :func:`matcher`'s byte patterns
     starts at one of these. With :data:`WINDOW_TOKENS` and :func:`escaped_spellings`,
-    what :func:`plain_bytes_regex` leaves out.
+    what :func:`plain_match` leaves out.
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.
     """
     variants, multi = _variants_table(), _tables()[2]
-    out: set[bytes] = set()
+    keys: set[tuple[str, frozenset[str]]] = set()
+    spans: set[str] = set()
     for secret in secrets:
         _, groups, own = _structure(secret)
         for span in groups:
-            for c in span:
-                out |= _points_of(frozenset(variants.get(c, {c}) | {c} | own.get(c, frozenset())))
+            keys.update((c, own.get(c, frozenset())) for c in span)
             if len(span) > 1 and span in multi:
-                out |= _points_of(multi[span])
+                spans.add(span)
+    out: set[bytes] = set()
+    for c, own_c in keys:
+        out |= _points_of(frozenset(variants.get(c, {c}) | {c} | own_c))
+    for span in spans:
+        out |= _points_of(multi[span])
     return sorted(out)
 
 
 @lru_cache(maxsize=4096)
-def plain_bytes_regex(secret: str) -> re.Pattern[bytes] | None:
-    """:func:`matcher`'s byte pattern without the alternatives that need a window token
-    (:data:`WINDOW_TOKENS`, :func:`escaped_spellings`, :func:`spelling_points`): each
-    character by its ASCII spellings; separators as in :func:`_sep_bytes` less ANSI
-    codes and comments (tags, entities, percent-encoding and escapes stay); the same
-    bounds, runs and order. Where the bytes it reads hold no window token, it behaves
-    exactly as the byte pattern (every alternative it lacks fails there), and it
-    compiles in about a millisecond where the byte pattern takes tens. ``None`` when a
-    character of the secret has no ASCII spelling (every copy then holds a spelling
-    point).
+def _plain_units(secret: str) -> tuple[frozenset[int], ...] | None:
+    """Per skeleton character, the byte values of its ASCII spellings (``None`` when
+    one has none)."""
+    _, groups, own = _structure(secret)
+    variants = _variants_table()
+    units = []
+    for c in "".join(groups):
+        chars = set(variants.get(c, {c})) | {c} | set(own.get(c, ()))
+        ascii_ = frozenset(ord(ch) for ch in chars if ch.isascii())
+        if not ascii_:
+            return None
+        units.append(ascii_)
+    return tuple(units)
+
+
+@lru_cache(maxsize=1)
+def _plain_run() -> re.Pattern[bytes]:
+    return re.compile(b"(?>" + _sep_bytes_plain() + b"{0,%d})" % MAX_SEPARATORS)
+
+
+def plain_match(secret: str, data: Any, pos: int, endpos: int) -> int | None:
+    """Where :func:`matcher`'s byte pattern for ``secret``, less the alternatives that
+    need a window token (:data:`WINDOW_TOKENS`, :func:`escaped_spellings`,
+    :func:`spelling_points`), matches at ``pos`` in ``data[:endpos]``: the end of the
+    match, or ``None``. That *plain pattern* spells each character in ASCII and keeps
+    every separator but ANSI codes and comments (tags, entities, percent-encoding and
+    escapes stay), with the same bounds, runs and order; no separator starts with a
+    letter or digit, so its runs do not depend on the next character and one compiled
+    run serves every secret (no per-secret compile). Where the bytes it reads hold no
+    window token it behaves exactly as the byte pattern (every alternative it lacks
+    fails there): :mod:`memkit.scan_engine` confirms plain candidates with it.
+    ``None`` too when a character of the secret has no ASCII spelling.
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.
     """
-    _, groups, own = _structure(secret)
-    variants = _variants_table()
-    sep = _sep_bytes_plain()
-
-    def unit(c: str) -> bytes | None:
-        chars = set(variants.get(c, {c})) | {c} | set(own.get(c, ()))
-        lits = sorted({ch.encode() for ch in chars if ch.isascii()}, key=lambda b: (-len(b), b))
-        return b"(?:" + b"|".join(re.escape(x) for x in lits) + b")" if lits else None
-
-    frags: list[tuple[bytes, bytes]] = []
-    for span in groups:
-        units = [unit(c) for c in span]
-        if any(u is None for u in units):
+    units = _plain_units(secret)
+    if units is None:
+        return None
+    run = _plain_run()
+    p = pos
+    last = len(units) - 1
+    for k, unit in enumerate(units):
+        if p >= endpos or data[p] not in unit:
             return None
-        frag = units[0]
-        for u in units[1:]:
-            frag += _run(sep, u) + u
-        frags.append((frag, units[0]))
-    pattern = frags[0][0]
-    for frag, first in frags[1:]:
-        pattern += _run(sep, first) + frag
-    return re.compile(pattern)
+        p += 1
+        if k < last:
+            p = run.match(data, p, endpos).end()  # type: ignore[union-attr]  # {0,16} always matches
+    return p
 
 
 _PRE_SEP = (r"(?:[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]|[\x80-\xff]|<!--[\s\S]*-->|</?[A-Za-z][^<>]*>"

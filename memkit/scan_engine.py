@@ -22,7 +22,7 @@ binary). It splits the work by what a copy can read:
    with the constructs blanked, then Hyperscan's literal matcher) finds every start;
    for :data:`REGEX_SECRETS` or fewer, one prefilter regex per secret over the raw
    bytes finds where a copy may end. Each start is confirmed by
-   :func:`~memkit.matching.plain_bytes_regex` (the byte pattern less the window-token
+   :func:`~memkit.matching.plain_match` (the byte pattern less the window-token
    alternatives, which behaves exactly as the byte pattern where no token is).
 3. **Windows** (:mod:`memkit.scan_windows`): a copy that reads a window token starts
    in the token's window (at most ``max_bytes`` before it, after the last breaker
@@ -69,7 +69,7 @@ from memkit.matching import (
     escaped_spellings,
     matcher,
     max_copy_bytes,
-    plain_bytes_regex,
+    plain_match,
     skeleton,
     spelling_points,
 )
@@ -122,17 +122,6 @@ class _Entry:
     exact: bytes
     skeleton: str
     _matcher: SecretMatcher | None = None
-    _plain: re.Pattern[bytes] | None = None
-
-    @property
-    def plain(self) -> re.Pattern[bytes]:
-        """:func:`~memkit.matching.plain_bytes_regex`, compiled on first use (a
-        millisecond): only secrets with a plain candidate pay for it. Exists for every
-        secret whose skeleton is ASCII (each such character is its own spelling)."""
-        if self._plain is None:
-            self._plain = plain_bytes_regex(self.secret)
-            assert self._plain is not None
-        return self._plain
 
     @property
     def matcher(self) -> SecretMatcher:
@@ -290,21 +279,22 @@ class ScanEngine:
             pos = max(start, last)
             if pos >= end:
                 continue
+            spans: list[tuple[int, int]] = []
             if kind == 0:
-                m = e.plain.match(buf, pos, min(n, pos + self.overlap))
-                ms = [m] if m is not None else []
+                stop = plain_match(e.secret, buf, pos, min(n, pos + self.overlap))
+                if stop is not None:
+                    spans.append((pos, stop))
             else:
-                ms = []
                 for m in e.matcher.bytes.finditer(buf, pos, min(n, end + self.overlap)):
                     if m.start() >= end:
                         break
-                    ms.append(m)
-            for m in ms:
-                is_exact = m.group(0) == e.exact
+                    spans.append(m.span())
+            for s, t in spans:
+                is_exact = bytes(buf[s:t]) == e.exact
                 if is_exact:
                     st.exact_seen.add(i)
-                found[(m.start() + base, m.end() + base)] = "exact" if is_exact else "normalized"
-                last = m.end()
+                found[(s + base, t + base)] = "exact" if is_exact else "normalized"
+                last = t
         st.last_end[i] = last + base
 
     def _finish(self, st: _State) -> dict[int, list[Span]]:

@@ -254,7 +254,14 @@ class PlainFinder:
         plain, mapper, ranks = self._plain(buf, blanked, lo, lo, marks=True)
         assert ranks.size == s_top.size, (ranks.size, s_top.size)
         out, suffix_hits = self._literal(plain, mapper, limit)
-        tails = _tails(arr, s_top, e_top, ranks, starts[nested], ends[nested])
+        # the places that can matter: long constructs, tags holding others, and short
+        # ones at the rank of a suffix hit (all of them when a secret is short)
+        need = (e_top - s_top > SHORT_TAIL) | np.isin(ranks, [x for _, _, x in suffix_hits])
+        if nested.any():
+            need[np.searchsorted(s_top, starts[nested], side="right") - 1] = True
+        if self._short_db is not None:
+            need[:] = True
+        tails = _tails(arr, s_top[need], e_top[need], ranks[need], starts[nested], ends[nested])
         self._inside(np.frombuffer(plain, dtype=np.uint8), arr, tails, suffix_hits, limit, out)
         return out
 
