@@ -305,21 +305,33 @@ def _spellings(chars: set[str], own: frozenset[str] = frozenset()) -> tuple[str,
     for ch in chars:
         seqs |= _decomposed(ch)
     lits = sorted(set(chars) | seqs, key=lambda s: (-len(s), s))
-    escs: list[str] = []
-    for ch in sorted(chars):
-        # JSON escapes of what encoders really escape (accents, fullwidth forms);
-        # HTML entities and percent-encoding of ASCII (the exotic mathematical and
-        # enclosed forms are left out, which keeps each pattern small)
-        if ord(ch) < 0x80:
-            escs += _encoded(ch)
-        elif ord(ch) < 0x2000 or 0xFF00 <= ord(ch) <= 0xFFEF or ch in own:
-            escs.append(_encoded(ch)[0])
-    for seq in sorted(seqs):  # a decomposed spelling escaped character by character
-        escs.append("".join(re.escape(x) if ord(x) <= 0x7F else _encoded(x)[0] for x in seq))
+    escs = list(_escapes(frozenset(chars), frozenset(own)))
     text = "(?:" + "|".join([re.escape(x) for x in lits] + escs) + ")"
     enc = sorted({x.encode("utf-8") for x in lits}, key=lambda b: (-len(b), b))
     data = b"(?:" + b"|".join([re.escape(x) for x in enc] + [e.encode("ascii") for e in escs]) + b")"
     return text, data
+
+
+@lru_cache(maxsize=4096)
+def _escapes(chars: frozenset[str], own: frozenset[str]) -> tuple[str, ...]:
+    """Regexes for any of ``chars`` written as an escape (:func:`_encoded`), in the
+    order :func:`_spellings` tries them: JSON escapes of what encoders really escape
+    (accents, fullwidth forms, the secret's own characters ``own``); HTML entities and
+    percent-encoding of ASCII (the exotic mathematical and enclosed forms are left out,
+    which keeps each pattern small); then each decomposed spelling escaped character
+    by character."""
+    escs: list[str] = []
+    for ch in sorted(chars):
+        if ord(ch) < 0x80:
+            escs += _encoded(ch)
+        elif ord(ch) < 0x2000 or 0xFF00 <= ord(ch) <= 0xFFEF or ch in own:
+            escs.append(_encoded(ch)[0])
+    seqs: set[str] = set()
+    for ch in chars:
+        seqs |= _decomposed(ch)
+    for seq in sorted(seqs):
+        escs.append("".join(re.escape(x) if ord(x) <= 0x7F else _encoded(x)[0] for x in seq))
+    return tuple(escs)
 
 
 def _char_spellings(c: str, own: frozenset[str] = frozenset()) -> tuple[str, bytes]:
@@ -641,21 +653,9 @@ def escaped_spellings(secrets: Any) -> list[tuple[bytes, str]]:
     return [(("(?:" + "|".join(rs) + ")").encode("ascii"), c) for c, rs in sorted(by_char.items())]
 
 
-@lru_cache(maxsize=4096)
 def _escaped_of(chars: frozenset[str], own: frozenset[str]) -> tuple[str, ...]:
-    """The escaped alternatives of :func:`_spellings` for ``chars`` (same rules)."""
-    escs: list[str] = []
-    for ch in sorted(chars):
-        if ord(ch) < 0x80:
-            escs += _encoded(ch)
-        elif ord(ch) < 0x2000 or 0xFF00 <= ord(ch) <= 0xFFEF or ch in own:
-            escs.append(_encoded(ch)[0])
-    seqs: set[str] = set()
-    for ch in chars:
-        seqs |= _decomposed(ch)
-    for seq in sorted(seqs):
-        escs.append("".join(re.escape(x) if ord(x) <= 0x7F else _encoded(x)[0] for x in seq))
-    return tuple(_hs_escape(e) for e in escs if any(ch in e for ch in "\\&%"))
+    """:func:`_escapes` in RE2 and Hyperscan syntax (:func:`_hs_escape`)."""
+    return tuple(_hs_escape(e) for e in _escapes(chars, own))
 
 
 @lru_cache(maxsize=4096)
