@@ -24,6 +24,7 @@ import numpy as np
 import re2
 
 from memkit.matching import BREAKER_BYTES, TOKEN_MAX_BYTES, _variants_table, alnum_fold
+from memkit.scan_plain import _ALNUM, _LOWER_LUT
 
 __all__ = ["TokenWindows"]
 
@@ -34,9 +35,6 @@ _PAD = 1024
 _NEAR = 64
 """Bytes either side of a token that the vectorised filter reads."""
 
-_LOWER = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
-_ALNUM_LUT = np.zeros(256, dtype=bool)
-_ALNUM_LUT[[c for c in range(256) if chr(c).isascii() and chr(c).isalnum()]] = True
 _BREAK_LUT = np.zeros(256, dtype=bool)
 _BREAK_LUT[[b[0] for b in BREAKER_BYTES]] = True
 
@@ -56,7 +54,6 @@ _COVER = re.compile(
 its letters and digits may be read as a separator, so they are *special*."""
 _SPECIAL_LUT = np.zeros(256, dtype=bool)
 _SPECIAL_LUT[[0x1B, ord("<"), ord("&"), ord("%"), ord("\\")]] = True
-_LOWER_LUT = np.frombuffer(_LOWER, dtype=np.uint8)
 _SPECIAL_CODE = np.zeros(256, dtype=np.uint8)
 _SPECIAL_CODE[ord("a"):ord("z") + 1] = np.arange(ord("A"), ord("Z") + 1)
 _SPECIAL_CODE[ord("0"):ord("9") + 1] = np.arange(0x80, 0x8A)
@@ -261,7 +258,7 @@ class TokenWindows:
         named by."""
         arr = np.frombuffer(content, dtype=np.uint8)
         n = len(arr)
-        alnum = _ALNUM_LUT[arr]
+        alnum = _ALNUM[arr]
         covered = np.zeros(n + 1, dtype=np.int32)
         extra: list[tuple[int, int]] = []  # (position, code) of decoded and non-ASCII events
         run_end = 0  # a percent or backslash run already read: its later bytes start only suffixes of it
