@@ -641,14 +641,10 @@ def escaped_spellings(secrets: Any) -> list[tuple[bytes, str]]:
             keys.update((c, own.get(c, frozenset()), False) for c in span)
             if len(span) > 1 and span in multi:
                 keys.add((span, frozenset(), True))
-    out: dict[str, str] = {}
+    by_char: dict[str, dict[str, None]] = {}  # an escape may spell several characters (\u0131: ı and i)
     for c, own_c, is_multi in sorted(keys, key=lambda k: (k[0], sorted(k[1]), k[2])):
         chars = multi[c] if is_multi else frozenset(set(variants.get(c, {c})) | {c} | own_c)
-        for regex in _escaped_of(chars, own_c):
-            out.setdefault(regex, c)
-    by_char: dict[str, list[str]] = {}
-    for regex, c in sorted(out.items()):
-        by_char.setdefault(c, []).append(regex)
+        by_char.setdefault(c, {}).update(dict.fromkeys(_escaped_of(chars, own_c)))
     # one alternation per character: a handful of patterns compile in milliseconds
     return [(("(?:" + "|".join(rs) + ")").encode("ascii"), c) for c, rs in sorted(by_char.items())]
 

@@ -41,7 +41,7 @@ _BREAK_LUT[[b[0] for b in BREAKER_BYTES]] = True
 _ENTITY_DEC = re.compile(rb"&#0*([0-9]{1,8})")
 _ENTITY_HEX = re.compile(rb"&#[xX]0*([0-9A-Fa-f]{1,8})")
 _JSON_U = re.compile(rb"\\u([0-9A-Fa-f]{4})")
-_JSON_PAIR = re.compile(rb"\\u(D[89ABab][0-9A-Fa-f]{2})\\+u(D[C-Fc-f][0-9A-Fa-f]{2})")
+_JSON_PAIR = re.compile(rb"\\u([Dd][89ABab][0-9A-Fa-f]{2})\\+u([Dd][C-Fc-f][0-9A-Fa-f]{2})")
 _UTF8 = re.compile(rb"[\xc2-\xf4][\x80-\xbf]{1,3}")
 _COVER = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]"
@@ -275,9 +275,11 @@ class TokenWindows:
                 run_end = m.end()
             if tok[:2] == b"&#":
                 x = _ENTITY_DEC.match(tok) or _ENTITY_HEX.match(tok)
-                if x is not None:
-                    v = int(x.group(1), 10 if tok[2:3].isdigit() else 16)
-                    self._spelled(chr(v) if v <= 0x10FFFF else "", p, extra)
+                if x is not None:  # a spelling may read a prefix of the digits ("&#820" holds "&#82")
+                    digits, base_ = x.group(1), 10 if tok[2:3].isdigit() else 16
+                    for k in range(1, len(digits) + 1):
+                        v = int(digits[:k], base_)
+                        self._spelled(chr(v) if v <= 0x10FFFF else "", p, extra)
             elif tok[:1] == b"%":  # each character the run encodes, at its own %
                 raw = bytes.fromhex(tok.replace(b"%", b"").decode())
                 j = 0

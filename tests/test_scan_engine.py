@@ -345,3 +345,24 @@ def test_damaged_table_cache_is_rebuilt(tmp_path, monkeypatch):
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           check=True).stdout.strip() == "True"
     assert len(cached.read_bytes()) > 1000
+
+
+# Found by a fresh adversarial helper: a numeric entity read as a prefix of its digits
+# ("&#820" holds "&#82", R), a surrogate-pair escape in lower case, and an escape that
+# spells characters of two secrets (\u0131 is ı, and a spelling of i).
+MISSED_BEFORE = [
+    (["R"], b"&#820"), (["H"], b"&#1046"), (["M2"], b"&#X4d2"), (["ab"], b"&#x61b"), (["a1"], b"xx &#971 yy"),
+    (["M2", "zq9x", "Wm4k", "p0p0"], b"&#772"), (["\U0001d400"], b"\\ud835\\uDC00"),
+    (["X\U0001d400"], b"X\\ud835\\uDC00"), (["\u0131", "I"], b"x \\u0131 y"), (["\u0130", "\u0131"], b"\\u0131"),
+    (["\u00fcdq\u0131", "\ufb01I\u0130N\u00e7G"], b"\xc3\xbc&#100%71\\u0131"),
+]
+
+
+@pytest.mark.parametrize(("secrets", "data"), MISSED_BEFORE)
+def test_copies_an_adversarial_helper_found(secrets, data):
+    for chunk, block in ((1 << 20, 1 << 20), (600, 64)):
+        engine = ScanEngine(secrets, chunk=chunk, block=block)
+        for found in (engine.scan_bytes(data), engine.scan_stream(io.BytesIO(data))):
+            assert found.get(0)  # the first secret has a copy there
+            for i, s in enumerate(secrets):
+                assert found.get(i, []) == matcher(s).byte_spans(data), (s, data)
