@@ -57,6 +57,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -66,6 +67,7 @@ import numpy as np
 from memkit.matching import (
     WINDOW_TOKENS,
     SecretMatcher,
+    _ascii_seps,
     escaped_spellings,
     matcher,
     max_copy_bytes,
@@ -105,11 +107,16 @@ def _merge(regions: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return out
 
 
-_SEPARATORS = (rb"(?:[^A-Za-z0-9]|</?[A-Za-z][^<>]*>|&#?[A-Za-z0-9]+;?|%[0-9A-Fa-f]{2}"
-               rb"|\\+[uUx]?[0-9A-Fa-f]*|\\+[ntrbfv0])*")
-"""A superset of every separator run between two characters of a copy that reads no
-window token (characters, tags, entities, percent-encoding, escapes), for the few-secret
-prefilter (Hyperscan, prefilter mode)."""
+@lru_cache(maxsize=1)
+def _separators() -> bytes:
+    """A superset of every separator run between two characters of a copy that reads no
+    window token (the matcher's ASCII separator class and UTF-8 characters, tags,
+    entities, percent-encoding, escapes; never a byte of
+    :data:`~memkit.matching.BREAKER_BYTES`, so runs die fast in binary data), for the
+    few-secret prefilter (Hyperscan, prefilter mode)."""
+    return (rb"(?:[" + _ascii_seps() + rb"]|[\xc2-\xf4][\x80-\xbf]{1,3}"
+            rb"|</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]*>|&#?[A-Za-z0-9]+;?|%[0-9A-Fa-f]{2}"
+            rb"|\\+[uUx]?[0-9A-Fa-f]*|\\+[ntrbfv0])*")
 
 
 def _hx(data: bytes) -> bytes:
@@ -197,7 +204,7 @@ class ScanEngine:
         flags += [hyperscan.HS_FLAG_DOTALL] * len(tokens)
         if self.regex:
             for i in self._plain:
-                pats.append(_SEPARATORS.join(re.escape(c.encode()) for c in self._entry(i).skeleton))
+                pats.append(_separators().join(re.escape(c.encode()) for c in self._entry(i).skeleton))
                 flags.append(hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_DOTALL | hyperscan.HS_FLAG_PREFILTER)
         self._raw = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._raw.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=flags)

@@ -15,12 +15,14 @@ the ``n`` of ``\\n``). So:
   letters and digits (less those of constructs nested in ``C``) followed by the plain
   letters after ``C``: one short *segment* per construct.
 
-Both are searched for every skeleton by Hyperscan's literal matcher. The constructs are
-found by vectorised numpy over the bytes that can start one, mirroring the separator
-patterns of :mod:`memkit.matching` exactly (the greedy first-alternative parse of the
-atomic separator run); constructs that start before the first offset a chunk reports
-are not constructs for the copies it reports (they start after them). A tag holding
-another construct is the one case read in Python.
+Both are searched for every skeleton by Hyperscan's literal matcher. The plain letters,
+the constructs and their ranks come from one pass in C (``memkit/_letters.c``, module
+``memkit._letters``), which parses a construct as the separator patterns of
+:mod:`memkit.matching` parse it from its first byte (the greedy first-alternative parse
+of the atomic separator run; ``tests/test_scan_engine.py`` checks the two agree);
+constructs that start before the first offset a chunk reports are not constructs for
+the copies it reports (they start after them). A tag holding another construct is the
+one case read in Python.
 """
 
 from __future__ import annotations
@@ -31,156 +33,17 @@ from typing import Any
 import hyperscan
 import numpy as np
 
+from memkit import _letters
+
+if getattr(_letters, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/_letters.c
+    raise ImportError(f"memkit._letters at {_letters.__file__} is an old build: reinstall memkit "
+                      "(`make setup`, or `pip install -e .`)")
+
 __all__ = ["PlainFinder"]
 
-_LOWER = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
-_NOT_ALNUM = bytes(c for c in range(256) if not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122))
-_NOT_ALNUM_OR_MARK = bytes(c for c in _NOT_ALNUM if c != 1)
-_LOWER_LUT = np.frombuffer(_LOWER, dtype=np.uint8)
-_MARK = 1
-"""The byte that marks a construct's start in the blanked bytes (raw ``0x01`` bytes are
-blanked first): its position among the plain letters is the construct's rank."""
-
-
-def _lut(chars: bytes | range) -> np.ndarray:
-    t = np.zeros(256, dtype=bool)
-    t[list(chars)] = True
-    return t
-
-
-_ALNUM = _lut(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_LETTER = _lut(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_DIGIT = _lut(b"0123456789")
-_HEX = _lut(b"0123456789ABCDEFabcdef")
-_ONE_LETTER = _lut(b"ntrbfv0")
-_BS_NEXT = _lut(b"\\ntrbfv0uUx")
-_AMP_NEXT = _lut(b"#ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_LT_NEXT = _lut(b"/ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_STOP = _lut(b"<>" + bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]))
-"""What ends a tag's body (matching's tag pattern: ``[^<>`` and control bytes ``]``)."""
-_NAMES = [b"nbsp", b"amp", b"lt", b"gt", b"quot", b"apos", b"shy", b"ndash", b"mdash", b"thinsp", b"ensp", b"emsp"]
-"""Entities that need no ``;`` (matching's entity pattern, in its order)."""
-_MARGIN = 640
-"""Bytes read past a block for the constructs that start in it (a tag: 503)."""
-def _run(arr: np.ndarray, pos: np.ndarray, lut: np.ndarray, most: int) -> np.ndarray:
-    """Per position, how many bytes from it on are in ``lut`` (``most + 1``: more than
-    ``most``; bytes past the end count as not in it). Column by column over the runs
-    still going, so the cost is the total length of the runs."""
-    n = len(arr)
-    out = np.full(pos.size, most + 1, dtype=np.int64)
-    active = np.arange(pos.size)
-    for k in range(most + 1):
-        if not active.size:
-            break
-        q = pos[active] + k
-        ok = q < n
-        ok[ok] = lut[arr[q[ok]]]
-        out[active[~ok]] = k
-        active = active[ok]
-    return out
-
-
-def _at(arr: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """``arr[pos]``, 0 past the end."""
-    n = len(arr)
-    return np.where(pos < n, arr[np.minimum(pos, n - 1)], 0)
-
-
-def constructs(arr: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The constructs with a letter or digit that start in ``[lo, hi)``, parsed as the
-    byte pattern's separator run parses them from their first byte: backslash escapes
-    (a run of at most 64 backslashes and ``u`` + 4 hex, ``U`` + 8, ``x`` + 2, or one of
-    ``ntrbfv0``), ``%`` + 2 hex, entities (named with ``;``, the listed names, decimal,
-    hex) and tags.
-
-    Returns:
-        ``(starts, ends, is_tag)``, sorted by start.
-    """
-    n = len(arr)
-    hi2 = min(n, hi + _MARGIN)
-    seg = arr[lo:hi2]
-    cand = np.flatnonzero((seg == 0x5C) | (seg == 0x25) | (seg == 0x26) | (seg == 0x3C)) + lo
-    if not cand.size:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=bool)
-    byte = arr[cand]
-    nxt = _at(arr, cand + 1)  # a construct needs its second byte: drops most candidates in binary data
-    ok = (((byte == 0x5C) & _BS_NEXT[nxt]) | ((byte == 0x25) & _HEX[nxt]) | ((byte == 0x26) & _AMP_NEXT[nxt])
-          | ((byte == 0x3C) & _LT_NEXT[nxt]))
-    cand, byte = cand[ok], byte[ok]
-    out_s, out_e = [], []
-    # backslash escapes: runs of at most 64 (longer ones are window tokens)
-    bs = cand[byte == 0x5C]
-    if bs.size:
-        cut = np.flatnonzero(np.diff(bs) != 1) + 1
-        first = np.concatenate(([0], cut))
-        rs = bs[first]
-        rl = np.diff(np.concatenate((first, [bs.size])))
-        keep = (rs < hi) & (rl <= 64) & ((rs == 0) | (_at(arr, rs - 1) != 0x5C))
-        rs, t = rs[keep], (rs + rl)[keep]
-        c = _at(arr, t)
-        tail = np.where(_ONE_LETTER[c], 1, 0)
-        ux = np.flatnonzero((c == ord("u")) | (c == ord("U")) | (c == ord("x")))
-        if ux.size:  # hex digits only where an escape letter wants them
-            hexn = _run(arr, t[ux] + 1, _HEX, 8)
-            cu = c[ux]
-            tail[ux] = np.where((cu == ord("u")) & (hexn >= 4), 5,
-                                np.where((cu == ord("U")) & (hexn >= 8), 9,
-                                         np.where((cu == ord("x")) & (hexn >= 2), 3, 0)))
-        ok = tail > 0
-        out_s.append(rs[ok])
-        out_e.append((t + tail)[ok])
-    # percent-encoding
-    p = cand[(byte == 0x25) & (cand < hi)]
-    if p.size:
-        p = p[_run(arr, p + 1, _HEX, 2) >= 2]
-        out_s.append(p)
-        out_e.append(p + 3)
-    # entities, in the pattern's order: named with ";", a listed name, decimal, hex
-    a = cand[(byte == 0x26) & (cand < hi)]
-    if a.size:
-        g1 = _at(arr, a + 1)
-        run = _run(arr, a + 1, _ALNUM, 32)
-        end = np.full(a.size, -1, dtype=np.int64)
-        named = _LETTER[g1] & (run >= 2) & (run <= 32) & (_at(arr, a + 1 + run) == ord(";"))
-        end[named] = (a + 2 + run)[named]
-        for name in _NAMES:
-            hit = (end < 0) & (run == len(name))
-            for k, ch in enumerate(name):
-                hit &= _at(arr, a + 1 + k) == ch
-            end[hit] = (a + 1 + len(name))[hit]
-        g2 = _at(arr, a + 2)
-        dec = (end < 0) & (g1 == ord("#")) & _DIGIT[g2]
-        d = np.minimum(_run(arr, a + 2, _DIGIT, 7), 7)
-        end[dec] = (a + 2 + d + (_at(arr, a + 2 + d) == ord(";")))[dec]
-        hx = (end < 0) & (g1 == ord("#")) & ((g2 == ord("x")) | (g2 == ord("X")))
-        h = np.minimum(_run(arr, a + 3, _HEX, 6), 6)
-        hx &= h >= 1
-        end[hx] = (a + 3 + h + (_at(arr, a + 3 + h) == ord(";")))[hx]
-        ok = end >= 0
-        out_s.append(a[ok])
-        out_e.append(end[ok])
-    n_plain = sum(x.size for x in out_s)
-    # tags: a letter (after "/" or not), a body without "<", ">" or control bytes, ">"
-    lt = cand[(byte == 0x3C) & (cand < hi)]
-    if lt.size:
-        g1 = _at(arr, lt + 1)
-        name = np.where(_LETTER[g1], lt + 1, np.where((g1 == ord("/")) & _LETTER[_at(arr, lt + 2)], lt + 2, -1))
-        lt, name = lt[name >= 0], name[name >= 0]
-        body = _run(arr, name + 1, ~_STOP, 31)
-        long_ = body > 31
-        if long_.any():
-            body[long_] = _run(arr, name[long_] + 1, ~_STOP, 500)
-        ok = (body <= 500) & (_at(arr, name + 1 + body) == ord(">"))
-        out_s.append(lt[ok])
-        out_e.append((name + 2 + body)[ok])
-    starts = np.concatenate(out_s) if out_s else np.zeros(0, dtype=np.int64)
-    ends = np.concatenate(out_e) if out_e else np.zeros(0, dtype=np.int64)
-    is_tag = np.zeros(starts.size, dtype=bool)
-    is_tag[n_plain:] = True
-    order = np.argsort(starts, kind="stable")
-    return starts[order].astype(np.int64), ends[order].astype(np.int64), is_tag[order]
-
+_LOWER_LUT = np.frombuffer(bytes(c + 32 if 65 <= c <= 90 else c for c in range(256)), dtype=np.uint8)
+_ALNUM = np.zeros(256, dtype=bool)
+_ALNUM[list(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
 
 SHORT_TAIL = 5
 """Constructs with at most this many letters and digits (escapes such as ``\\n`` and
@@ -233,68 +96,32 @@ class PlainFinder:
     def hits(self, buf: Any, arr: np.ndarray, lo: int, limit: int) -> list[tuple[int, int]]:
         """``(secret index, start)`` of every plain candidate starting in ``[lo, limit)``
         (``buf`` runs past ``limit`` by the longest copy)."""
-        n = len(buf)
-        starts, ends, is_tag = constructs(arr, lo, n)
-        if not starts.size:
-            plain, mapper, _ = self._plain(buf, buf, 0, lo, marks=False)
-            return self._literal(plain, mapper, limit)[0]
-        # nested: a construct that starts inside a tag (only tags hold others)
-        ts, te = starts[is_tag], ends[is_tag]
-        k = np.searchsorted(ts, starts, side="right") - 1
-        nested = ~is_tag & (k >= 0) & (starts < te[np.maximum(k, 0)]) if ts.size else np.zeros(starts.size, bool)
-        s_top, e_top = starts[~nested], ends[~nested]
-        blanked = bytearray(buf[lo:n])
-        view = np.frombuffer(blanked, dtype=np.uint8)
-        if blanked.find(b"\x01") >= 0:  # the mark's byte value is free for marks
-            view[view == _MARK] = 0x20
-        sizes = e_top - s_top
-        view[np.repeat(s_top - lo - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
-             + np.arange(int(sizes.sum()))] = 0x20
-        view[s_top - lo] = _MARK
-        plain, mapper, ranks = self._plain(buf, blanked, lo, lo, marks=True)
-        assert ranks.size == s_top.size, (ranks.size, s_top.size)
+        plain, tops, nested, cps = _letters.project(buf, lo, self.block)
+        tops = np.frombuffer(tops, dtype=np.int64).reshape(-1, 4)
+        nested = np.frombuffer(nested, dtype=np.int64).reshape(-1, 2)
+        cps = np.frombuffer(cps, dtype=np.int64).reshape(-1, 2)
+        mapper = (buf, cps[:, 0].tolist(), cps[:, 1].tolist())
         out, suffix_hits = self._literal(plain, mapper, limit)
+        if not tops.size:
+            return out
+        s_top, e_top, ranks = tops[:, 0], tops[:, 1], tops[:, 2]
         # the places that can matter: long constructs, tags holding others, and short
         # ones at the rank of a suffix hit (all of them when a secret is short)
         need = (e_top - s_top > SHORT_TAIL) | np.isin(ranks, [x for _, _, x in suffix_hits])
-        if nested.any():
-            need[np.searchsorted(s_top, starts[nested], side="right") - 1] = True
+        if nested.size:
+            need[np.searchsorted(s_top, nested[:, 0], side="right") - 1] = True
         if self._short_db is not None:
             need[:] = True
-        tails = _tails(arr, s_top[need], e_top[need], ranks[need], starts[nested], ends[nested])
+        tails = _tails(arr, s_top[need], e_top[need], ranks[need], nested[:, 0], nested[:, 1])
         self._inside(np.frombuffer(plain, dtype=np.uint8), arr, tails, suffix_hits, limit, out)
         return out
 
-    def _plain(self, buf: Any, src: Any, off: int, lo: int, marks: bool) -> tuple[bytes, Any, np.ndarray]:
-        """The plain letters of ``buf[lo:]`` (``src[x - off]`` is ``buf[x]``, blanked
-        and marked where ``marks``), the map of their offsets, and the marks' ranks."""
-        n = len(buf)
-        parts, kstart, bstart, ranks = [], [], [], []
-        k = 0
-        for b0 in range(lo, n, self.block):
-            raw = bytes(src[b0 - off:min(n, b0 + self.block) - off])
-            if marks:
-                marked = raw.translate(_LOWER, _NOT_ALNUM_OR_MARK)
-                mk = np.flatnonzero(np.frombuffer(marked, dtype=np.uint8) == _MARK)
-                ranks.append(k + mk - np.arange(mk.size))
-                part = marked.replace(b"\x01", b"")
-            else:
-                part = raw.translate(_LOWER, _NOT_ALNUM)
-            parts.append(part)
-            kstart.append(k)
-            bstart.append(b0)
-            k += len(part)
-        mapper = (src, off, kstart, bstart, n, {})
-        return b"".join(parts), mapper, np.concatenate(ranks) if ranks else np.zeros(0, dtype=np.int64)
-
-    def _position(self, mapper: Any, ks: int) -> int:
-        """The offset of the ``ks``-th plain letter."""
-        src, off, kstart, bstart, n, cache = mapper
-        j = bisect.bisect_right(kstart, ks) - 1
-        if j not in cache:
-            seg = np.frombuffer(bytes(src[bstart[j] - off:min(n, bstart[j] + self.block) - off]), dtype=np.uint8)
-            cache[j] = np.flatnonzero(_ALNUM[seg])
-        return bstart[j] + int(cache[j][ks - kstart[j]])
+    @staticmethod
+    def _position(mapper: Any, ks: int) -> int:
+        """The offset of the ``ks``-th plain letter (from the block checkpoint before it)."""
+        buf, offsets, counts = mapper
+        j = bisect.bisect_right(counts, ks) - 1
+        return _letters.locate(buf, offsets[j], ks - counts[j])
 
     def _literal(self, plain: bytes, mapper: Any,
                  limit: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
