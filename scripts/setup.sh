@@ -46,7 +46,10 @@ LLAMA_KEY=$(printf '%s\n%s\n%s\n%s\n' "$LLAMA_REQ" "$LLAMA_ARGS" "$(uname -m)" \
   "$("$PY" -c 'import sys; print(sys.version_info[:2])')" | sha256sum | cut -c1-16)
 
 stamp="$VENV/.memkit-installed${EXTRAS:+-$EXTRAS}"
+# Install again when a file the install reads has changed since (the compiled scan
+# pass, memkit/_letters.c, is built by `pip install -e .`).
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt scripts/setup.sh ] \
+   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt memkit/_letters.c ] \
    && { [ "$WANT_LLAMA" = 0 ] || [ "$(cat "$VENV/.memkit-llama-key" 2>/dev/null)" = "$LLAMA_KEY" ]; }; then
   exit 0
 fi
