@@ -71,8 +71,8 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -431,14 +431,24 @@ class SecretMatcher:
     Attributes:
         secret: the secret as given.
         skeleton: :func:`skeleton` of it.
-        text: pattern over ``str``.
-        bytes: pattern over UTF-8 bytes.
+        text_source / bytes_source: the two patterns' sources.
+        text: pattern over ``str`` (compiled on first use).
+        bytes: pattern over UTF-8 bytes (compiled on first use: a scan of bytes never
+            pays for the text pattern, and the reverse; each takes tens of ms).
     """
 
     secret: str
     skeleton: str
-    text: re.Pattern[str]
-    bytes: re.Pattern[bytes]
+    text_source: str = field(repr=False)
+    bytes_source: bytes = field(repr=False)
+
+    @cached_property
+    def text(self) -> re.Pattern[str]:
+        return re.compile(self.text_source)
+
+    @cached_property
+    def bytes(self) -> re.Pattern[bytes]:
+        return re.compile(self.bytes_source)
 
     @property
     def max_bytes(self) -> int:
@@ -596,7 +606,7 @@ def matcher(secret: str) -> SecretMatcher:
     for t_frag, b_frag, first_t, first_b in units[1:]:
         text_pat += _run(sep_t, first_t) + t_frag
         byte_pat += _run(sep_b, first_b) + b_frag
-    return SecretMatcher(secret, sk, re.compile(text_pat), re.compile(byte_pat))
+    return SecretMatcher(secret, sk, text_pat, byte_pat)
 
 
 WINDOW_TOKENS: tuple[bytes, ...] = (
@@ -617,9 +627,10 @@ for starts (a surrogate-pair JSON escape behind 64 backslashes each: 138 bytes).
 
 
 def _hs_escape(regex: str) -> str:
-    """An :func:`_encoded` regex as a superset without look-behind or possessive
-    repeats (RE2 and Hyperscan syntax)."""
-    return regex.replace(_BS, r"\\+").replace(r"\\{1,64}+", r"\\+")
+    """An :func:`_encoded` regex as a superset in RE2 and Hyperscan syntax: backslash
+    runs and leading zeros unbounded instead of the bounded, possessive, look-behind
+    form (unbounded repeats also compile faster in Hyperscan)."""
+    return regex.replace(_BS, r"\\+").replace(r"\\{1,64}+", r"\\+").replace("0{0,8}", "0*")
 
 
 def escaped_spellings(secrets: Any) -> list[tuple[bytes, str]]:
@@ -753,12 +764,6 @@ _PRE_SEP = (r"(?:[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]|[\x80-\xff]|<!--[\s\S]*-
 letter or digit -- control characters separate in text --, any non-ASCII byte, tags,
 comments, entities, percent-encoding, escapes, ANSI codes)."""
 
-def _pre_escape(regex: str) -> str:
-    """An :func:`_encoded` regex in RE2 syntax: backslash runs and leading zeros
-    unbounded instead of the bounded, possessive, look-behind form (a superset)."""
-    return regex.replace(_BS, r"\\+").replace(r"\\{1,64}+", r"\\+").replace("0{0,8}", "0*")
-
-
 def _pre_unit(chars: set[str], own: frozenset[str] = frozenset()) -> str:
     """Prefilter alternation for any of ``chars``, a superset of :func:`_spellings`:
     the ASCII characters (and the ASCII bases of decomposed spellings), any UTF-8
@@ -784,7 +789,7 @@ def _pre_unit(chars: set[str], own: frozenset[str] = frozenset()) -> str:
         alts.append("[" + "".join(f"\\x{ord(c):02x}" for c in sorted(ascii_chars)) + "]")
     if leads:
         alts.append("[" + "".join(f"\\x{b:02x}" for b in sorted(leads)) + "][\\x80-\\xbf]+")
-    alts += sorted(_pre_escape(e) for e in escs)
+    alts += sorted(_hs_escape(e) for e in escs)
     return "(?:" + "|".join(alts) + ")"
 
 

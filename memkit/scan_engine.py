@@ -18,8 +18,8 @@ binary). It splits the work by what a copy can read:
    spells each character in ASCII, and the byte pattern's separator runs consume tags,
    entities, percent-encoding and escapes whole, so its skeleton is verbatim in the
    letters and digits outside those constructs (or starts inside one construct). For
-   many secrets, a literal search over those letters (``bytes.translate`` of the bytes
-   with the constructs blanked, then Hyperscan's literal matcher) finds every start;
+   many secrets, a literal search over those letters (one C pass,
+   ``memkit/_letters.c``, pulls them out, then Hyperscan's literal matcher) finds every start;
    for :data:`REGEX_SECRETS` or fewer, one prefilter regex per secret over the raw
    bytes finds where a copy may end. Each start is confirmed by
    :func:`~memkit.matching.plain_match` (the byte pattern less the window-token
@@ -40,8 +40,8 @@ Streams (:meth:`ScanEngine.scan_file`) are read in chunks; the last ``overlap`` 
 carried into the next chunk, so memory is ``O(chunk + overlap)`` whatever the size;
 :func:`scan_files` shares files among one process per CPU.
 
-Complexity, for ``n`` input bytes and ``k`` secrets: the automata, the construct parse
-(vectorised numpy over the bytes that can start one) and the translation read each
+Complexity, for ``n`` input bytes and ``k`` secrets: the automata and the pass that
+parses the constructs and pulls out the letters (each construct read once) read each
 byte a bounded number of times, whatever ``k``; a confirmation reads at most
 ``max_bytes`` bytes; a window is searched by the secrets it names, each search linear
 in the window (:mod:`memkit.matching`, Complexity). Speed against GNU grep:
@@ -82,11 +82,12 @@ __all__ = ["REGEX_SECRETS", "ScanEngine", "Span", "scan_files"]
 
 REGEX_SECRETS = 2
 """Up to this many secrets, plain candidates come from one Hyperscan regex per secret
-over the raw bytes (about 5 GB/s for one secret); above it, from a literal search over
-the bytes' letters and digits (``bytes.translate`` then Hyperscan's literal matcher,
+over the raw bytes (it adds about 0.1 ns per byte of text for one secret); above it,
+from a literal search over the bytes' letters and digits (the C pass of
+:mod:`memkit.scan_plain`, about 0.65 ns per byte, then Hyperscan's literal matcher,
 whose speed hardly depends on the number of secrets). Measured with
 ``benchmarks/bench_scan.py``: the regex database slows as secrets are added (400 MB/s
-at 100), the translation costs about 400 MB/s at any count."""
+at 100)."""
 
 Span = tuple[int, int, str]
 """``(start, end, kind)`` of one copy: byte offsets, kind ``exact`` or ``normalized``."""

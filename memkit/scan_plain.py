@@ -10,7 +10,7 @@ the ``n`` of ``\\n``). So:
 
 * every copy that starts outside a construct has its skeleton verbatim in the *plain
   letters*: the letters and digits outside every construct, case folded
-  (``bytes.translate`` of the bytes with the constructs blanked);
+  (one pass in C);
 * every copy that starts inside a construct ``C`` has its skeleton verbatim in ``C``'s
   letters and digits (less those of constructs nested in ``C``) followed by the plain
   letters after ``C``: one short *segment* per construct.
@@ -72,7 +72,8 @@ class PlainFinder:
 
     Args:
         skeletons: ``{secret index: skeleton}`` (ASCII skeletons only).
-        block: bytes translated at a time (the unit that maps a hit back to its offset).
+        block: input bytes between two checkpoints of the C pass (a literal hit is mapped
+            back to its offset from the checkpoint before it).
     """
 
     def __init__(self, skeletons: dict[int, str], block: int) -> None:
