@@ -17,11 +17,12 @@ binary). It splits the work by what a copy can read:
 2. **Plain candidates** (:mod:`memkit.scan_plain`): a copy that reads no window token
    spells each character in ASCII, and the byte pattern's separator runs consume tags,
    entities, percent-encoding and escapes whole, so its skeleton is verbatim in the
-   letters and digits outside those constructs (or starts inside one construct). For
-   many secrets, a literal search over those letters (one C pass,
-   ``memkit/_letters.c``, pulls them out, then Hyperscan's literal matcher) finds every start;
-   for :data:`REGEX_SECRETS` or fewer, one prefilter regex per secret over the raw
-   bytes finds where a copy may end. Each start is confirmed by
+   letters and digits outside those constructs (or starts inside one construct). A
+   literal search over those letters (one C pass, ``memkit/_letters.c``, pulls them
+   out, then Hyperscan's literal matcher) finds every start: over every byte for many
+   secrets; for :data:`REGEX_SECRETS` or fewer, only over the stretches before the
+   places where one prefilter regex per secret (its first :data:`PREFIX_CHARS`
+   characters, in the raw pass) says a copy's head may end. Each start is confirmed by
    :func:`~memkit.matching.plain_match` (the byte pattern less the window-token
    alternatives, which behaves exactly as the byte pattern where no token is).
 3. **Windows** (:mod:`memkit.scan_windows`): a copy that reads a window token starts
@@ -65,6 +66,9 @@ import hyperscan
 import numpy as np
 
 from memkit.matching import (
+    MAX_SEPARATOR_BYTES,
+    MAX_SEPARATORS,
+    MAX_SPELLING_BYTES,
     WINDOW_TOKENS,
     SecretMatcher,
     _ascii_seps,
@@ -80,11 +84,18 @@ from memkit.scan_windows import TokenWindows
 
 __all__ = ["REGEX_SECRETS", "ScanEngine", "Span", "scan_files"]
 
+PREFIX_CHARS = 8
+"""The few-secret prefilter regex spells a secret's first this many skeleton characters
+(all of a shorter one): a copy starts at most a bounded distance before the end of its
+head, and the plain letters of that stretch are searched for the whole skeleton. A
+shorter head compiles faster and runs faster on binary data; a longer one matches
+fewer stretches of text that are not copies."""
+
 REGEX_SECRETS = 2
-"""Up to this many secrets, plain candidates come from one Hyperscan regex per secret
-over the raw bytes (it adds about 0.1 ns per byte of text for one secret); above it,
-from a literal search over the bytes' letters and digits (the C pass of
-:mod:`memkit.scan_plain`, about 0.65 ns per byte, then Hyperscan's literal matcher,
+"""Up to this many secrets, the letters are read only before the places one Hyperscan
+regex per secret over the raw bytes finds (the regex adds almost nothing to the raw
+pass on text for one secret); above it, the letters of every byte are read (the C pass
+of :mod:`memkit.scan_plain`, about 0.65 ns a byte, then Hyperscan's literal matcher,
 whose speed hardly depends on the number of secrets). Measured with
 ``benchmarks/bench_scan.py``: the regex database slows as secrets are added (400 MB/s
 at 100)."""
@@ -203,14 +214,18 @@ class ScanEngine:
         self._t0, self._t1 = u, u + len(tokens)
         pats += tokens
         flags += [hyperscan.HS_FLAG_DOTALL] * len(tokens)
+        self._reach = 0
         if self.regex:
             for i in self._plain:
-                pats.append(_separators().join(re.escape(c.encode()) for c in self._entry(i).skeleton))
+                head = self._entry(i).skeleton[:PREFIX_CHARS]
+                pats.append(_separators().join(re.escape(c.encode()) for c in head))
                 flags.append(hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_DOTALL | hyperscan.HS_FLAG_PREFILTER)
+                m = len(head)  # a copy starts at most this far before the end of its head
+                self._reach = max(self._reach, m * MAX_SPELLING_BYTES + (m - 1) * MAX_SEPARATORS * MAX_SEPARATOR_BYTES)
         self._raw = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._raw.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=flags)
         self._finder = None
-        if not self.regex and self._plain:
+        if self._plain:
             self._finder = PlainFinder({i: self._entry(i).skeleton for i in self._plain}, self.block)
 
     def __repr__(self) -> str:
@@ -246,8 +261,15 @@ class ScanEngine:
             elif b > lo:
                 near.append((self._plain[pid - t1], b))
         arr = np.frombuffer(buf, dtype=np.uint8)
-        if self._finder is not None:
+        if self._finder is not None and not self.regex:
             hits = self._finder.hits(buf, arr, lo, limit)
+        elif near:  # few secrets: the letters only where a head ends, from as far back as a copy can start
+            spans = _merge(sorted((max(lo, b - self._reach), min(limit, b), 1) for _, b in near))
+            view = memoryview(buf)
+            for r0, r1, _k in spans:
+                if r0 < r1:
+                    hi = min(len(buf), r1 + self.overlap)
+                    hits += self._finder.hits(view[:hi], arr[:hi], r0, r1)
         windows = self._tw.find(arr, ends, lo, limit)
         regions: dict[int, list[tuple[int, int, int]]] = {}
         if windows:
@@ -255,10 +277,6 @@ class ScanEngine:
             for (w0, w1), secrets in zip(windows, named, strict=True):
                 for i in secrets:
                     regions.setdefault(i, []).append((w0, w1, 1))
-        for i, b in near:  # the regex prefilter gives where a copy ends: search before it
-            w0, w1 = max(lo, b - self.overlap), min(limit, b)
-            if w0 < w1:
-                regions.setdefault(i, []).append((w0, w1, 1))
         starts = [w[0] for w in windows]
         for i, a in hits:
             k = bisect.bisect_right(starts, a) - 1

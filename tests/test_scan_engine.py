@@ -265,6 +265,42 @@ def test_property_engine_finds_what_each_matcher_finds(case):
         assert streamed.get(i, []) == expected, (s, data)
 
 
+@pytest.mark.parametrize("tokens", [False, True])
+def test_few_secrets_heads_that_are_not_copies(tokens):
+    """One or two secrets (the prefilter regex spells only a secret's first
+    ``PREFIX_CHARS`` characters): text full of heads that do not go on to a copy, copies
+    whose head spans tags, entities and escapes, spreads over hundreds of bytes or starts
+    inside a tag's attribute, with and without window tokens (escapes that spell a
+    character: without them every copy is found from its head), in one buffer and in
+    chunks smaller than a copy."""
+    from memkit.scan_engine import PREFIX_CHARS
+
+    rng = random.Random(7)
+    long_ = "QX4-HARBOR-77215"  # 14 skeleton characters: the regex spells 8
+    assert len(long_.replace("-", "")) > PREFIX_CHARS
+    wide = '<span class="a-long-attribute-value">'
+    heads = ["qx4harbo", "QX4 HARBOR-7", "qx4-harbor-772", "qx4harbor7721x5"]
+    copies = ["qx4harbor77215", "Q<i>X</i>4 H&amp;A R\\nBOR 7 7 2 1 5", '<a title="qx4-harbor',
+              wide.join("QX4HARBOR77215")]
+    if tokens:
+        heads.append("q&#88;4<b>harbor</b>-77")
+        copies.append("%51X4-harbor-77215")
+    parts = []
+    for _ in range(300):
+        r = rng.random()
+        parts.append(rng.choice(heads) if r < 0.2 else rng.choice(copies) if r < 0.25 else
+                     rng.choice(["the river", "\n", "<br>", "&nbsp;", "-77215\">", "x", "morning " * 20]))
+    parts[150] = wide.join("QX4HARBOR77215")
+    data = " ".join(parts).encode()
+    for secrets in ([long_], [long_, "5551234567"]):
+        expected = {i: matcher(s).byte_spans(data) for i, s in enumerate(secrets)}
+        assert any(e - s > 400 for s, e, _ in expected[0])  # the wide copies are there
+        engine = ScanEngine(secrets, chunk=1 << 20)
+        assert engine.regex
+        for got in (engine.scan_bytes(data), ScanEngine(secrets, chunk=900).scan_stream(io.BytesIO(data))):
+            assert {i: got.get(i, []) for i in range(len(secrets))} == expected
+
+
 def test_plain_pattern_is_the_byte_pattern_where_no_token_is():
     """Bytes with no window token (no comment, ANSI code, escaped spelling of a
     character of the secret, non-ASCII spelling point): the plain pattern and the byte
