@@ -82,6 +82,7 @@ __all__ = [
     "WINDOW_TOKENS",
     "alnum_fold",
     "escaped_spellings",
+    "fewest_spellings",
     "SecretMatcher",
     "contains_secret",
     "matcher",
@@ -554,6 +555,18 @@ def max_copy_bytes(secret: str) -> int:
     n = len(skeleton(secret))
     bound = n * MAX_SPELLING_BYTES + (n - 1) * MAX_SEPARATORS * MAX_SEPARATOR_BYTES
     return max(bound, len(secret.encode("utf-8")))
+
+
+def fewest_spellings(secret: str) -> int:
+    """The fewest characters' spellings any copy of ``secret`` holds: one per stretch of
+    its skeleton (:func:`_structure`), which is fewer than the skeleton's characters
+    where one character folds to several (``ß`` or ``ẞ`` spells the ``ss`` of
+    ``Straße``). :mod:`memkit.scan_windows` drops token windows with room for fewer.
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    return len(_structure(secret)[1])
 
 
 @lru_cache(maxsize=4096)

@@ -73,6 +73,7 @@ from memkit.matching import (
     SecretMatcher,
     _ascii_seps,
     escaped_spellings,
+    fewest_spellings,
     matcher,
     max_copy_bytes,
     plain_match,
@@ -197,8 +198,9 @@ class ScanEngine:
         self.overlap = max(max_copy_bytes(secrets[i]) for i in self._unique)
         self.block = max(int(block), 1)
         self.chunk = max(int(chunk), self.block)
-        self.n_min = min(len(self._entry(i).skeleton) for i in self._unique)
-        """Fewest letters and digits (or non-ASCII spellings) any copy holds."""
+        self.n_min = min(fewest_spellings(secrets[i]) for i in self._unique)
+        """Fewest spellings any copy holds (a letter or digit, an escape, a non-ASCII
+        character: each holds at least one byte the windows' filter counts)."""
         self._plain = [i for i in self._unique if self._entry(i).skeleton.isascii()]
         live = [secrets[i] for i in self._unique]
         points = spelling_points(live)

@@ -70,7 +70,9 @@ class TokenWindows:
         points: :func:`~memkit.matching.spelling_points` of those secrets (the token
             kinds after ``spells``).
         overlap: the longest copy of any of the secrets, in bytes.
-        n_min: the fewest characters of any skeleton.
+        n_min: the fewest spellings any copy of the secrets holds
+            (:func:`~memkit.matching.fewest_spellings`: ``ß`` is one, though it stands for
+            ``ss``).
     """
 
     def __init__(self, skeletons: dict[int, str], spells: list[str], points: list[bytes], overlap: int,
@@ -285,7 +287,11 @@ class TokenWindows:
                 j = 0
                 while j < len(raw):
                     size = 1 if raw[j] < 0xC0 else 2 if raw[j] < 0xE0 else 3 if raw[j] < 0xF0 else 4
-                    self._spelled(raw[j:j + size].decode("utf-8", "ignore"), p + 3 * j, extra)
+                    try:  # a well-formed UTF-8 sequence is one character ...
+                        ch = raw[j:j + size].decode("utf-8")
+                    except UnicodeDecodeError:  # ... a stray byte is none, and the next % is its own
+                        size, ch = 1, raw[j:j + 1].decode("utf-8", "ignore")
+                    self._spelled(ch, p + 3 * j, extra)
                     j += size
         for m in _JSON_PAIR.finditer(content):
             h, lo_ = int(m.group(1), 16), int(m.group(2), 16)

@@ -210,7 +210,7 @@ construct's letters (``\\n`` + ``ab``)."""
 SEPARATORS = [" ", "-", "_", ".", "\u2013", "\u200b", "\\n", "\\\\n", "<b>", "</span>", "<!-- c -->",
               "\x1b[1m", "&amp;", "&nbsp;", "%20", "%E2%80%93", "\\u2013", "\\\"", "\\\\", "é", "电"]
 JUNK = ["&#88;", "&#x51;", "%58", "%51", "\\u0058", "\\\\u0051", "\\n", "<b>", "&amp;", "\u200b", "Ｘ", "𝐐",
-        "ß", "ﬁ", "e\u0301", "\x00", "\x7f", "\xff", "&", "%", "<", ">", ";", "#", "\n", "\\", "\x1b["]
+        "ß", "ﬁ", "e\u0301", "\x00", "\x7f", "\xff", "&", "%", "<", ">", ";", "#", "\n", "\\", "\x1b[", "%d9", "%C3", "ẞ"]
 
 
 def _char(ch: str, how: int) -> str:
@@ -383,10 +383,19 @@ def test_damaged_table_cache_is_rebuilt(tmp_path, monkeypatch):
     assert len(cached.read_bytes()) > 1000
 
 
-# Found by a fresh adversarial helper: a numeric entity read as a prefix of its digits
-# ("&#820" holds "&#82", R), a surrogate-pair escape in lower case, and an escape that
-# spells characters of two secrets (\u0131 is ı, and a spelling of i).
+# Found by fresh adversarial helpers: a numeric entity read as a prefix of its digits
+# ("&#820" holds "&#82", R), a surrogate-pair escape in lower case, an escape that
+# spells characters of two secrets (\u0131 is ı, and a spelling of i); a percent run
+# whose bytes are not UTF-8 (each % is then its own character: "%d9%75" holds the 9 of
+# %d9, then u), and one character that spells two of the skeleton (ẞ or \u00df for the
+# ss of ß) between control bytes.
 MISSED_BEFORE = [
+    (["9u"], b"%d9%75"), (["0Cf"], b"%f0%43f"), (["c3a"], b"%c3%61"), (["e2x"], b"%e2%78"),
+    (["c3a"] + [f"q{j}z{j * 7}" for j in range(20)], b"x %c3%61 y"), (["9u", "ab", "cd"], b"%d9%75"),
+    (["\u00df"], b" " * 13 + b"\x00\xe1\xba\x9e" + b" " * 15 + b"\x00"),
+    (["\u00df"], b" " * 10 + b"\x00\\u00df\x00" + b" " * 15),
+    (["Stra\u00dfe"], b" " * 9 + b"\x00STRA\xe1\xba\x9eE\x00" + b" " * 14),
+    (["\u00df", "ab", "cd"], b" " * 13 + b"\x00\xe1\xba\x9e" + b" " * 15 + b"\x00"),
     (["R"], b"&#820"), (["H"], b"&#1046"), (["M2"], b"&#X4d2"), (["ab"], b"&#x61b"), (["a1"], b"xx &#971 yy"),
     (["M2", "zq9x", "Wm4k", "p0p0"], b"&#772"), (["\U0001d400"], b"\\ud835\\uDC00"),
     (["X\U0001d400"], b"X\\ud835\\uDC00"), (["\u0131", "I"], b"x \\u0131 y"), (["\u0130", "\u0131"], b"\\u0131"),
