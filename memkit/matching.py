@@ -689,13 +689,17 @@ def _points_of(chars: frozenset[str]) -> frozenset[bytes]:
     return frozenset(out)
 
 
-def spelling_points(secrets: Any) -> list[bytes]:
+def spelling_points(secrets: Any) -> dict[bytes, frozenset[str]]:
     """The UTF-8 encodings of the non-ASCII characters that start the non-ASCII part of
     a spelling of any of ``secrets``' characters (``Ｘ`` and ``𝐗`` for ``x``, the
-    combining mark of ``e`` + U+0301 for ``é``, ``ß`` for a secret written with
-    ``ß``): every non-ASCII literal alternative of :func:`matcher`'s byte patterns
-    starts at one of these. With :data:`WINDOW_TOKENS` and :func:`escaped_spellings`,
-    what :func:`plain_match` leaves out.
+    combining mark of ``e`` + U+0301 for ``é``, the ``и`` of ``и`` + U+0306 for ``й``,
+    ``ß`` for a secret written with ``ß``): every non-ASCII literal alternative of
+    :func:`matcher`'s byte patterns starts at one of these. With :data:`WINDOW_TOKENS`
+    and :func:`escaped_spellings`, what :func:`plain_match` leaves out.
+
+    Returns:
+        each point (in byte order) with the skeleton characters whose spellings it can
+        start.
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.
@@ -709,12 +713,14 @@ def spelling_points(secrets: Any) -> list[bytes]:
             keys.update((c, own.get(c, frozenset())) for c in span)
             if len(span) > 1 and span in multi:
                 spans.add(span)
-    out: set[bytes] = set()
+    out: dict[bytes, set[str]] = {}
     for c, own_c in keys:
-        out |= _points_of(frozenset(variants.get(c, {c}) | {c} | own_c))
+        for pt in _points_of(frozenset(variants.get(c, {c}) | {c} | own_c)):
+            out.setdefault(pt, set()).add(c)
     for span in spans:
-        out |= _points_of(multi[span])
-    return sorted(out)
+        for pt in _points_of(multi[span]):
+            out.setdefault(pt, set()).update(span)
+    return {pt: frozenset(out[pt]) for pt in sorted(out)}
 
 
 @lru_cache(maxsize=4096)

@@ -67,7 +67,8 @@ class TokenWindows:
         spells: per token kind before the spelling points, the skeleton characters it
             can spell ("" for :data:`~memkit.matching.WINDOW_TOKENS`, the character of
             each :func:`~memkit.matching.escaped_spellings` pattern).
-        points: :func:`~memkit.matching.spelling_points` of those secrets (the token
+        points: :func:`~memkit.matching.spelling_points` of those secrets, with the
+            characters each starts a spelling of (the token
             kinds after ``spells``).
         overlap: the longest copy of any of the secrets, in bytes.
         n_min: the fewest spellings any copy of the secrets holds
@@ -75,7 +76,7 @@ class TokenWindows:
             ``ss``).
     """
 
-    def __init__(self, skeletons: dict[int, str], spells: list[str], points: list[bytes], overlap: int,
+    def __init__(self, skeletons: dict[int, str], spells: list[str], points: dict[bytes, frozenset[str]], overlap: int,
                  n_min: int) -> None:
         self.skeletons = skeletons
         self.unique = list(skeletons)
@@ -113,9 +114,10 @@ class TokenWindows:
         kinds = len(spells) + len(points)
         self._tbits = np.zeros((kinds, words), dtype=np.uint64)
         spelled_by = [set(c) for c in spells]
-        for pt in points:
+        for pt, starts in points.items():
             ch = pt.decode("utf-8")
             spelled = set(alnum_fold(ch)) | {self._rev[ch]} if ch in self._rev else set(alnum_fold(ch))
+            spelled |= starts  # the characters whose spellings it starts (и for и + U+0306: й)
             if unicodedata.combining(ch):
                 spelled |= self._nonascii
             spelled_by.append(spelled)
@@ -293,16 +295,24 @@ class TokenWindows:
                         size, ch = 1, raw[j:j + 1].decode("utf-8", "ignore")
                     self._spelled(ch, p + 3 * j, extra)
                     j += size
+        decoded: list[tuple[int, int, str]] = []  # (start, end, character) of escapes and UTF-8
         for m in _JSON_PAIR.finditer(content):
             h, lo_ = int(m.group(1), 16), int(m.group(2), 16)
-            self._spelled(chr(0x10000 + ((h - 0xD800) << 10) + (lo_ - 0xDC00)), m.start(), extra)
+            decoded.append((m.start(), m.end(), chr(0x10000 + ((h - 0xD800) << 10) + (lo_ - 0xDC00))))
         for m in _JSON_U.finditer(content):
             v = int(m.group(1), 16)
             if not 0xD800 <= v <= 0xDFFF:
-                self._spelled(chr(v), m.start(), extra, after=content[max(0, m.start() - 1):m.start()])
+                decoded.append((m.start(), m.end(), chr(v)))
         for m in _UTF8.finditer(content):
-            self._spelled(m.group(0).decode("utf-8", "ignore"), m.start(), extra,
-                         after=content[max(0, m.start() - 1):m.start()])
+            decoded.append((m.start(), m.end(), m.group(0).decode("utf-8", "ignore")))
+        decoded.sort()
+        spelt: dict[int, str] = {}  # end -> what the character, with the marks before it, spells
+        for s, e, chars in decoded:
+            if self._nonascii and chars and unicodedata.combining(chars[0]):
+                chars = self._base(content, s, spelt) + chars  # a decomposed spelling
+                chars = unicodedata.normalize("NFC", chars)
+            spelt[e] = chars
+            self._spelled(chars, s, extra)
         inside = np.cumsum(covered[:n]) > 0
         if self._nonascii:  # a letter before a combining mark may be part of a spelling
             nxt = np.zeros(n, dtype=bool)
@@ -324,13 +334,25 @@ class TokenWindows:
             codes = codes[np.argsort(pos, kind="stable")]
         return codes.tobytes()
 
-    def _spelled(self, chars: str, at: int, out: list[tuple[int, int]], after: bytes = b"") -> None:
+    @staticmethod
+    def _base(content: bytes, at: int, spelt: dict[int, str]) -> str:
+        """What a combining mark at ``at`` composes with: the character (with its own
+        marks) decoded just before it, or the ASCII letter there, across the backslash
+        run of an escaped mark (``e\\\\u0301``, ``и\\u0306``, ``e`` + two marks)."""
+        k = at
+        while k > 0 and content[k - 1] == 0x5C:
+            k -= 1
+        if k in spelt:
+            return spelt[k]
+        if k > 0 and (65 <= content[k - 1] <= 90 or 97 <= content[k - 1] <= 122):
+            return chr(content[k - 1])
+        return ""
+
+    def _spelled(self, chars: str, at: int, out: list[tuple[int, int]]) -> None:
         """Special events (:meth:`events`) for the characters ``chars`` encodes at ``at``:
         each folded, and the skeleton characters of the secrets it spells."""
         if not chars:
             return
-        if self._nonascii and after.isalpha() and any(unicodedata.combining(c) for c in chars):
-            chars = unicodedata.normalize("NFC", after.decode() + chars)  # a decomposed spelling
         for ch in chars:
             folded = alnum_fold(ch)  # in order: "ß" spells "ss"
             for c in folded + (self._rev[ch] if ch in self._rev and self._rev[ch] not in folded else ""):

@@ -201,7 +201,7 @@ def test_engine_errors():
 # --------------------------------------------------------------------------- the engine is the matcher, faster
 
 POOL = ["XQ7-VIOLET-3829", "José Ñúñez", "Straße-99", "李雷-88", "a&b%c", "ab", "Q", "5551234567",
-        "n41", "bxq7", "nab", "ﬁle-42", "kkk", "Zoë-Ω7"]
+        "n41", "bxq7", "nab", "ﬁle-42", "kkk", "Zoë-Ω7", "ệй-ά"]
 """Secrets of every kind the engine treats apart: ASCII canaries, non-ASCII skeleton
 characters (every copy is a window), characters that fold to several, token bytes in
 the secret itself, one- and two-character secrets, digits only, skeletons that are a
@@ -214,10 +214,14 @@ JUNK = ["&#88;", "&#x51;", "%58", "%51", "\\u0058", "\\\\u0051", "\\n", "<b>", "
 
 
 def _char(ch: str, how: int) -> str:
-    """One character of a copy in one spelling (0: as written, 1: NFD; for an ASCII
-    letter or digit also lower, upper, HTML decimal and hex entity, percent-encoded,
-    JSON ``\\u`` escape, fullwidth), written with the standard library's formatting."""
-    if not (ch.isascii() and ch.isalnum()) or how in (0, 1):
+    """One character of a copy in one spelling (0: as written, 1: NFD; another character
+    also its NFD in JSON ``\\u`` escapes, once or twice escaped; an ASCII letter or digit
+    also lower, upper, HTML decimal and hex entity, percent-encoded, JSON ``\\u`` escape,
+    fullwidth), written with the standard library's formatting."""
+    if not (ch.isascii() and ch.isalnum()):  # as written, NFD, NFD in JSON escapes (once or twice)
+        nfd = unicodedata.normalize("NFD", ch)
+        return [ch, nfd, json.dumps(nfd)[1:-1], json.dumps(json.dumps(nfd)[1:-1])[1:-1]][how % 4]
+    if how in (0, 1):
         return unicodedata.normalize("NFD", ch) if how == 1 else ch
     return [ch.lower(), ch.upper(), f"&#{ord(ch)};", f"&#x{ord(ch):x};", f"%{ord(ch):02X}",
             f"\\u{ord(ch):04x}", chr(ord(ch.upper()) + 0xFEE0)][how - 2]
@@ -388,8 +392,12 @@ def test_damaged_table_cache_is_rebuilt(tmp_path, monkeypatch):
 # spells characters of two secrets (\u0131 is ı, and a spelling of i); a percent run
 # whose bytes are not UTF-8 (each % is then its own character: "%d9%75" holds the 9 of
 # %d9, then u), and one character that spells two of the skeleton (ẞ or \u00df for the
-# ss of ß) between control bytes.
+# ss of ß) between control bytes; decomposed spellings whose mark is escaped behind two
+# backslashes, whose base is not ASCII (и + U+0306 for й) or that hold two marks.
 MISSED_BEFORE = [
+    (["\u00e9"], b"e\\\\u0301"), (["\u1ec7"], b"e\xcc\xa3\xcc\x82"), (["\u1ec7"], b"e\\u0323\\u0302"),
+    (["\u01d81"], b"u\\u0308\\u0301 1"), (["\u0439"], b"\xd0\xb8\xcc\x86"), (["\u0439"], b"\\u0438\\u0306"),
+    (["\u03ac"], b"x \xce\xb1\xcc\x81 y"), (["\u03ac"] + [f"q{j}z" for j in range(20)], b"\xce\xb1\xcc\x81"),
     (["9u"], b"%d9%75"), (["0Cf"], b"%f0%43f"), (["c3a"], b"%c3%61"), (["e2x"], b"%e2%78"),
     (["c3a"] + [f"q{j}z{j * 7}" for j in range(20)], b"x %c3%61 y"), (["9u", "ab", "cd"], b"%d9%75"),
     (["\u00df"], b" " * 13 + b"\x00\xe1\xba\x9e" + b" " * 15 + b"\x00"),
