@@ -442,6 +442,8 @@ class SecretMatcher:
     skeleton: str
     text_source: str = field(repr=False)
     bytes_source: bytes = field(repr=False)
+    first_source: bytes = field(default=b"", repr=False)
+    """The byte spellings of the first character, with which the byte pattern begins."""
 
     @cached_property
     def text(self) -> re.Pattern[str]:
@@ -450,6 +452,14 @@ class SecretMatcher:
     @cached_property
     def bytes(self) -> re.Pattern[bytes]:
         return re.compile(self.bytes_source)
+
+    @cached_property
+    def starts(self) -> re.Pattern[bytes]:
+        """An empty match at every offset where a spelling of the secret's first
+        character begins: the only offsets where :attr:`bytes` can match, so a search for
+        copies that *start* in a window need not read past it
+        (:mod:`memkit.scan_engine`)."""
+        return re.compile(b"(?=" + self.first_source + b")")
 
     @property
     def max_bytes(self) -> int:
@@ -615,11 +625,11 @@ def matcher(secret: str) -> SecretMatcher:
             t_frag, b_frag = f"(?:{mt}|{t_frag})", b"(?:" + mb + b"|" + b_frag + b")"
             first_t, first_b = f"(?:{mt}|{first_t})", b"(?:" + mb + b"|" + first_b + b")"
         units.append((t_frag, b_frag, first_t, first_b))
-    text_pat, byte_pat = units[0][0], units[0][1]
+    text_pat, byte_pat, head = units[0][0], units[0][1], units[0][3]
     for t_frag, b_frag, first_t, first_b in units[1:]:
         text_pat += _run(sep_t, first_t) + t_frag
         byte_pat += _run(sep_b, first_b) + b_frag
-    return SecretMatcher(secret, sk, text_pat, byte_pat)
+    return SecretMatcher(secret, sk, text_pat, byte_pat, head)
 
 
 WINDOW_TOKENS: tuple[bytes, ...] = (

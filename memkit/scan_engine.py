@@ -138,6 +138,13 @@ def _separators() -> bytes:
     return rb"(?:[^A-Za-z0-9" + cls + rb"]|[<&%\\][^<>" + cls + rb"]*)*"
 
 
+def _database(patterns: list[bytes], flags: list[int]) -> Any:
+    """One Hyperscan block-mode database of ``patterns`` (ids: their positions)."""
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=patterns, ids=list(range(len(patterns))), elements=len(patterns), flags=flags)
+    return db
+
+
 def _hx(data: bytes) -> bytes:
     return b"".join(b"\\x%02x" % c for c in data)
 
@@ -231,8 +238,9 @@ class ScanEngine:
                 flags.append(hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_DOTALL | hyperscan.HS_FLAG_PREFILTER)
                 m = len(head)  # a copy starts at most this far before the end of its head
                 self._reach = max(self._reach, m * MAX_SPELLING_BYTES + (m - 1) * MAX_SEPARATORS * MAX_SEPARATOR_BYTES)
-        self._raw = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._raw.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=flags)
+        self._raw = _database(pats, flags)
+        self._raw_args = (pats[:self._t1], flags[:self._t1])
+        self._raw_all: Any = None  # the raw database without the regexes, compiled if heads are everywhere
         self._finder = None
         if self._plain:
             self._finder = PlainFinder({i: self._entry(i).skeleton for i in self._plain}, self.block)
@@ -251,8 +259,29 @@ class ScanEngine:
         """Copies starting in ``buf[lo:limit]`` (offsets ``+ base`` in ``st``); ``buf``
         may run ``overlap`` bytes past ``limit`` and holds look-behind before ``lo``."""
         raw: list[tuple[int, int, int]] = []
-        self._raw.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
         u, t0, t1 = len(self._unique), self._t0, self._t1
+        everywhere = False
+        if self.regex:
+            most = max(64, len(buf) >> 8)  # heads: past one per 256 bytes, read every letter instead
+            heads = [0]
+
+            def on_match(i: int, a: int, b: int, f: int, c: Any) -> bool:
+                raw.append((i, a, b))
+                if i < t1:
+                    return False
+                heads[0] += 1
+                return heads[0] > most  # True stops the scan (ScanTerminated)
+
+            try:
+                self._raw.scan(buf, match_event_handler=on_match)
+            except hyperscan.ScanTerminated:
+                everywhere = True
+                if self._raw_all is None:
+                    self._raw_all = _database(*self._raw_args)
+                raw = []
+                self._raw_all.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
+        else:
+            self._raw.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
         ends: list[int] = []
         kinds: list[int] = []
         hits: list[tuple[int, int]] = []  # (secret index, start): plain candidates
@@ -270,7 +299,7 @@ class ScanEngine:
             elif b > lo:
                 near.append((self._plain[pid - t1], b))
         arr = np.frombuffer(buf, dtype=np.uint8)
-        if self._finder is not None and not self.regex:
+        if self._finder is not None and (everywhere or not self.regex):
             hits = self._finder.hits(buf, arr, lo, limit)
         elif near:  # few secrets: the letters only where a head ends, from as far back as a copy can start
             assert self._finder is not None
@@ -329,11 +358,18 @@ class ScanEngine:
                 stop = plain_match(e.secret, buf, pos, min(n, pos + self.overlap))
                 if stop is not None:
                     spans.append((pos, stop))
-            else:
-                for m in e.matcher.bytes.finditer(buf, pos, min(n, end + self.overlap)):
-                    if m.start() >= end:
+            else:  # the byte pattern at each offset in the window where a first character begins
+                pattern, stop, after = e.matcher.bytes, min(n, end + self.overlap), pos
+                for s in e.matcher.starts.finditer(buf, pos, min(n, end + MAX_SPELLING_BYTES)):
+                    at = s.start()
+                    if at >= end:
                         break
-                    spans.append(m.span())
+                    if at < after:
+                        continue
+                    m = pattern.match(buf, at, stop)
+                    if m is not None:
+                        spans.append(m.span())
+                        after = m.end()
             for s, t in spans:
                 is_exact = bytes(buf[s:t]) == e.exact
                 if is_exact:

@@ -350,16 +350,23 @@ class TokenWindows:
 
     def _spelled(self, chars: str, at: int, out: list[tuple[int, int]]) -> None:
         """Special events (:meth:`events`) for the characters ``chars`` encodes at ``at``:
-        each folded, and the skeleton characters of the secrets it spells."""
+        each folded, and the skeleton characters of the secrets it spells; then, for a
+        base with its marks, the whole folded (``H`` + U+0331 folds to ``ẖ``, which no
+        character of it does alone). Every event is special, so one too many never
+        hides a copy."""
         if not chars:
             return
+        spelt = ""
         for ch in chars:
             folded = alnum_fold(ch)  # in order: "ß" spells "ss"
-            for c in folded + (self._rev[ch] if ch in self._rev and self._rev[ch] not in folded else ""):
-                if c.isascii():
-                    out.append((at, _SPECIAL_CODE[ord(c)]))
-                elif c in self._zcode:
-                    out.append((at, self._zcode[c]))
+            spelt += folded + (self._rev[ch] if ch in self._rev and self._rev[ch] not in folded else "")
+        if len(chars) > 1:
+            spelt += alnum_fold(chars)
+        for c in spelt:
+            if c.isascii():
+                out.append((at, _SPECIAL_CODE[ord(c)]))
+            elif c in self._zcode:
+                out.append((at, self._zcode[c]))
 
     def pattern(self, i: int) -> Any:
         """Secret ``i``'s skeleton over :meth:`events`'s events: each character plain or

@@ -305,6 +305,22 @@ def test_few_secrets_heads_that_are_not_copies(tokens):
             assert {i: got.get(i, []) for i in range(len(secrets))} == expected
 
 
+def test_few_secrets_heads_everywhere():
+    """A secret's first characters at nearly every byte (a run of its first letter): the
+    prefilter stops and every letter is read instead, finding the same copies, with and
+    without window tokens, across chunks."""
+    secret = "aaaaaaaaab"
+    data = (b"a" * 20000 + b" a-a-a-a-a-a-a-a-a-b " + b"a" * 3000 + b"&#97;aaaaaaaa<b>b</b>" + b"a" * 5000
+            + b"aaaaaaaaab")
+    expected = matcher(secret).byte_spans(data)
+    assert len(expected) == 3
+    for chunk in (1 << 20, 4096):
+        engine = ScanEngine([secret], chunk=chunk)
+        assert engine.scan_bytes(data).get(0) == expected
+        assert engine._raw_all is not None  # the scan read every letter
+        assert ScanEngine([secret, "q1"], chunk=chunk).scan_stream(io.BytesIO(data)).get(0) == expected
+
+
 def test_plain_pattern_is_the_byte_pattern_where_no_token_is():
     """Bytes with no window token (no comment, ANSI code, escaped spelling of a
     character of the secret, non-ASCII spelling point): the plain pattern and the byte
