@@ -321,6 +321,35 @@ def test_few_secrets_heads_everywhere():
         assert ScanEngine([secret, "q1"], chunk=chunk).scan_stream(io.BytesIO(data)).get(0) == expected
 
 
+def test_every_decomposable_letter_in_every_spelling():
+    """Each letter of Latin-1, Latin Extended-A/B, Greek, Cyrillic and Latin Extended
+    Additional that has a decomposition, as a secret (``letter + "7"``), written as is,
+    NFD, NFKD, NFD in JSON escapes once and twice, upper case and upper case NFD (the
+    standard library's unicodedata and json), between spaces, control bytes or letters:
+    the engine finds what each secret's byte pattern finds, with 40, 2 and 1 secrets."""
+    rng = random.Random(11)
+    letters = [chr(c) for c in [*range(0xC0, 0x250), *range(0x386, 0x3D0), *range(0x400, 0x460),
+                                *range(0x1E00, 0x1F00)]]
+    letters = [c for c in letters if c.isalpha() and unicodedata.normalize("NFD", c) != c]
+    assert len(letters) > 500
+    for k in range(0, len(letters), 40):
+        group = letters[k:k + 40]
+        parts = []
+        for c in group:
+            nfd = unicodedata.normalize("NFD", c)
+            for form in sorted({c, nfd, unicodedata.normalize("NFKD", c), json.dumps(nfd)[1:-1],
+                                json.dumps(json.dumps(nfd)[1:-1])[1:-1], c.upper(),
+                                unicodedata.normalize("NFD", c.upper())}):
+                left, right = rng.choice([(" ", " "), ("\x00", "\x00"), ("x", "y"), ("\x00", " ")])
+                parts.append(left + form + rng.choice(["", " ", "-"]) + "7" + right)
+        data = "|".join(parts).encode("utf-8", "surrogatepass")
+        secrets = [c + "7" for c in group]
+        for chosen in (secrets, secrets[:2], secrets[:1]):
+            found = ScanEngine(chosen, chunk=700).scan_stream(io.BytesIO(data))
+            for i, s in enumerate(chosen):
+                assert found.get(i, []) == matcher(s).byte_spans(data), s
+
+
 def test_plain_pattern_is_the_byte_pattern_where_no_token_is():
     """Bytes with no window token (no comment, ANSI code, escaped spelling of a
     character of the secret, non-ASCII spelling point): the plain pattern and the byte
