@@ -22,13 +22,18 @@ binary). It splits the work by what a copy can read:
    out, then Hyperscan's literal matcher) finds every start: over every byte for many
    secrets; for :data:`REGEX_SECRETS` or fewer, only over the stretches before the
    places where one prefilter regex per secret (its first :data:`PREFIX_CHARS`
-   characters, in the raw pass) says a copy's head may end. Each start is confirmed by
+   characters, in the raw pass) says a copy's head may end; where heads are everywhere
+   (more than one per 256 bytes), that scan stops and every letter is read. Each start
+   is confirmed by
    :func:`~memkit.matching.plain_match` (the byte pattern less the window-token
    alternatives, which behaves exactly as the byte pattern where no token is).
 3. **Windows** (:mod:`memkit.scan_windows`): a copy that reads a window token starts
    in the token's window (at most ``max_bytes`` before it, after the last breaker
    byte, at most 3 bytes after it). A window *names* the secrets that may have a copy
-   there, and each named secret's byte pattern searches it.
+   there, and each named secret's byte pattern is tried at the offsets in the window
+   where a spelling of its first character begins
+   (:attr:`~memkit.matching.SecretMatcher.starts`), so a search never reads more than
+   a copy past its window.
 4. **One chain per secret.** Candidates and windows are visited in order of offset,
    each search starting where the secret's previous copy ended and keeping the copies
    that start in the candidate or window: exactly the copies, in order, that
