@@ -265,28 +265,24 @@ class ScanEngine:
         may run ``overlap`` bytes past ``limit`` and holds look-behind before ``lo``."""
         raw: list[tuple[int, int, int]] = []
         u, t0, t1 = len(self._unique), self._t0, self._t1
-        everywhere = False
-        if self.regex:
-            most = max(64, len(buf) >> 8)  # heads: past one per 256 bytes, read every letter instead
-            heads = [0]
+        everywhere = False  # few secrets, heads past one per 256 bytes: read every letter instead
+        most, heads = max(64, len(buf) >> 8), [0]
 
-            def on_match(i: int, a: int, b: int, f: int, c: Any) -> bool:
-                raw.append((i, a, b))
-                if i < t1:
-                    return False
-                heads[0] += 1
-                return heads[0] > most  # True stops the scan (ScanTerminated)
+        def on_match(i: int, a: int, b: int, f: int, c: Any) -> bool:
+            raw.append((i, a, b))
+            if i < t1:
+                return False
+            heads[0] += 1
+            return heads[0] > most  # True stops the scan (ScanTerminated)
 
-            try:
-                self._raw.scan(buf, match_event_handler=on_match)
-            except hyperscan.ScanTerminated:
-                everywhere = True
-                if self._raw_all is None:
-                    self._raw_all = _database(*self._raw_args)
-                raw = []
-                self._raw_all.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
-        else:
-            self._raw.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
+        try:
+            self._raw.scan(buf, match_event_handler=on_match)
+        except hyperscan.ScanTerminated:
+            everywhere = True
+            if self._raw_all is None:
+                self._raw_all = _database(*self._raw_args)
+            raw = []
+            self._raw_all.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
         ends: list[int] = []
         kinds: list[int] = []
         hits: list[tuple[int, int]] = []  # (secret index, start): plain candidates
