@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import evaluators.sweep.unit as sweep_unit
-from evaluators.sweep import SweepConfig, load_instances, run_unit
+from evaluators.sweep import SweepConfig, load_instances, run_sweep_unit
 from evaluators.sweep.read_path import ReadPath
 
 
@@ -47,7 +47,7 @@ def _run(config: SweepConfig, instances: list, path_cls: type) -> tuple[float, f
         recs = []
         for inst in instances:
             for S in config.summary_levels:
-                r, _ = run_unit(config, inst, S, cache_path=None)
+                r, _ = run_sweep_unit(config, inst, S, cache_path=None)
                 recs += r
         return time.process_time() - c0, time.perf_counter() - w0, recs
     finally:

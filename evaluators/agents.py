@@ -121,7 +121,7 @@ def _default_output(out: Any) -> str:
     )
 
 
-def _has_messages_channel(agent: Any) -> bool:
+def has_messages_channel(agent: Any) -> bool:
     """Whether the agent (or the graph a ``with_config`` binding wraps) has a
     ``messages`` channel."""
     for _ in range(8):
@@ -155,7 +155,7 @@ def as_asker(
         TypeError: ``agent`` is neither a Runnable nor callable.
     """
     if hasattr(agent, "invoke"):
-        wants_messages = _has_messages_channel(agent)
+        wants_messages = has_messages_channel(agent)
 
         def ask_runnable(text: str, user_id: str, thread_id: str) -> str:
             if input_fn is not None:

@@ -90,9 +90,9 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 def _grids(run: dict[str, Any], qids: list[str]) -> dict[int, _Grid]:
     """Per-S grids of ``run``'s main-phase records restricted to ``qids`` (row order)."""
     qpos = {q: i for i, q in enumerate(qids)}
-    ks = sorted({r["k"] for r in run["records"]})
+    ks = sorted({r["k"] for r in run["records"]}, key=lambda k: (k is None, k or 0))
     kpos = {k: j for j, k in enumerate(ks)}
-    grids: dict[int, _Grid] = {}
+    grids: dict[int | None, _Grid] = {}
     for r in run["records"]:
         i = qpos.get(r["question_id"])
         if i is None:
@@ -101,7 +101,9 @@ def _grids(run: dict[str, Any], qids: list[str]) -> dict[int, _Grid]:
         if r["query_kind"] == "question":
             g.add_question(i, kpos[r["k"]], bool(r["correct"]))
         else:
-            g.add_probe(i, kpos[r["k"]], r["level"], float(r["extraction"]["exact"]), bool(r["context_exposed"]))
+            exposed = r.get("context_exposed", False)
+            g.add_probe(i, kpos[r["k"]], r["level"], float(r["extraction"]["exact"]),
+                        None if exposed is None else bool(exposed))
     return grids
 
 
@@ -122,6 +124,22 @@ def _pairing_problems(a: dict[str, Any], b: dict[str, Any], shared: list[str]) -
 
 def _ci(x: tuple[float, float]) -> list[float | None]:
     return [None if not np.isfinite(v) else round(float(v), 6) for v in x]
+
+
+def _level_pairs(ga: dict[Any, _Grid], gb: dict[Any, _Grid]) -> list[tuple[Any, Any]]:
+    """The (S of A, S of B) pairs to compare: every S both runs hold; a run of a target
+    without summary levels (its one level ``None``) pairs with every S of the other."""
+    def order(x: Any) -> tuple[bool, int]:
+        return (x is None, x or 0)
+
+    shared = sorted(set(ga) & set(gb), key=order)
+    if shared:
+        return [(S, S) for S in shared]
+    if list(ga) == [None]:
+        return [(None, S) for S in sorted(gb, key=order)]
+    if list(gb) == [None]:
+        return [(S, None) for S in sorted(ga, key=order)]
+    return []
 
 
 def pair_differences(
@@ -161,14 +179,21 @@ def pair_differences(
     else:
         ga, gb = _grids(a, qa), _grids(b, qb)
     out = []
-    for S in sorted(set(ga) & set(gb)):
+    for sa_level, sb_level in _level_pairs(ga, gb):
+        S = sa_level if sa_level is not None else sb_level
         row: dict[str, Any] = {"A": a["label"], "B": b["label"], "S": S, "paired": not unpaired,
                                "n_A": len(qa), "n_B": len(qb)}
+        if sa_level != sb_level:
+            row["S_A"], row["S_B"] = sa_level, sb_level
         for m in METRICS:
-            def sa(idx: np.ndarray, m: str = m, g: _Grid = ga[S]) -> float:
+            if m == "PUA" and (ga[sa_level].ks == [None] or gb[sb_level].ks == [None]):
+                row["PUA_diff"], row["PUA_diff_ci"] = None, [None, None]  # one point: no curve
+                continue
+
+            def sa(idx: np.ndarray, m: str = m, g: _Grid = ga[sa_level]) -> float:
                 return _row_stats(g, np.asarray(idx, dtype=int))[m]
 
-            def sb(idx: np.ndarray, m: str = m, g: _Grid = gb[S]) -> float:
+            def sb(idx: np.ndarray, m: str = m, g: _Grid = gb[sb_level]) -> float:
                 return _row_stats(g, np.asarray(idx, dtype=int))[m]
 
             if not unpaired:
@@ -284,11 +309,15 @@ def paired_text(d: dict[str, Any]) -> str:
     return f"unpaired: {na} (A) and {nb} (B) instances"
 
 
+def _level(S: int | None) -> str:
+    return "–" if S is None else str(S)
+
+
 def _markdown(result: dict[str, Any]) -> str:
-    t2 = [[r["run"], r["model"], r["design"], str(r["seed"]), str(r["S"]), value_text(r["PR"], r["PR_ci"]),
+    t2 = [[r["run"], r["model"], r["design"], str(r["seed"]), _level(r["S"]), value_text(r["PR"], r["PR_ci"]),
            value_text(r["AER_max"], r["AER_max_ci"]), value_text(r["PUA"], r["PUA_ci"]),
            value_text(r["delta_S"], r["delta_S_ci"])] for r in result["table2"]]
-    frs = [[r["run"], str(r["S"]), r["mode"], value_text(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
+    frs = [[r["run"], _level(r["S"]), r["mode"], value_text(r["FRS_raw"], r["FRS_raw_ci"], na="n/a"),
             value_text(r["FRS_summary"], r["FRS_summary_ci"], na="n/a"),
             value_text(r["FRS_worst"], r["FRS_worst_ci"], na="n/a")]
            for r in result["frs"]]
@@ -298,7 +327,8 @@ def _markdown(result: dict[str, Any]) -> str:
            "resampled independently")
     diffs = []
     for d in result["differences"]:
-        diffs.append([d["A"], d["B"], str(d["S"]), paired_text(d)]
+        level = str(d["S"]) if "S_A" not in d else f"{_level(d['S_A'])} vs {_level(d['S_B'])}"
+        diffs.append([d["A"], d["B"], level, paired_text(d)]
                      + [value_text(d[f"{m}_diff"], signed=True) + ci_text(d[f"{m}_diff_ci"]) for m in METRICS])
     parts = [
         "# memkit compare", "",

@@ -46,6 +46,9 @@ def _source_name(out: Path) -> str | None:
     copies to ``hypotheses.jsonl``), or ``None`` without a readable config."""
     try:
         cfg = json.loads((out / "config.json").read_text())
+        if cfg.get("target"):  # a target's knobs are in its records: the first cell written
+            files = sorted((out / "hypotheses").glob("*.jsonl"), key=_sk_key)
+            return f"hypotheses/{files[0].name}" if files else None
         return f"hypotheses/S{min(cfg['summary_levels'])}_k{max(cfg['ks'])}.jsonl"
     except (OSError, ValueError, KeyError, TypeError):
         return None

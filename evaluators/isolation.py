@@ -19,17 +19,16 @@ Rates (per probe level, plus ``"max"`` via :func:`evaluators.metrics.aer_by_leve
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from evaluators.audit import as_asker, call_feed, load_audit_instances, user_id_for
+from evaluators.agents import as_asker, call_feed, load_audit_instances
 from evaluators.metrics import aer_by_level
-from evaluators.probes import LEVELS, exact, probes_for
-from memkit.canaries import plant
+from evaluators.probes import LEVELS, exact
+from evaluators.targets.base import Target
 from memkit.longmemeval import Instance
 
 __all__ = ["IsolationResult", "isolation_probe"]
@@ -85,6 +84,28 @@ class IsolationResult:
         return "\n".join(lines) + "\n"
 
 
+class _PerUserTarget(Target):
+    """The agent and feed as each user sees them (``agent_for(user)``,
+    ``feed_for(user)``): one memory, one target, asked as whoever the query names."""
+
+    name = "agent"
+
+    def __init__(self, agent_for: Callable[[str], Any], feed_for: Callable[[str], Any],
+                 input_fn: Callable[[str], Any] | None, output_fn: Callable[[Any], str] | None) -> None:
+        self.agent_for, self.feed_for = agent_for, feed_for
+        self.input_fn, self.output_fn = input_fn, output_fn
+        self._askers: dict[str, Any] = {}
+
+    def feed(self, turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
+        call_feed(self.feed_for(user_id), turns, session_id, date, user_id)
+
+    def ask(self, text: str, user_id: str, thread_id: str) -> str:
+        if user_id not in self._askers:
+            self._askers[user_id] = as_asker(self.agent_for(user_id), input_fn=self.input_fn,
+                                             output_fn=self.output_fn)
+        return self._askers[user_id](text, user_id, thread_id)
+
+
 def isolation_probe(
     agent_for: Callable[[str], Any],
     feed_for: Callable[[str], Any],
@@ -98,7 +119,9 @@ def isolation_probe(
     synthetic_sessions: int | tuple[int, int] = (2, 4),
     synthetic_turns: int | tuple[int, int] = (6, 8),
 ) -> IsolationResult:
-    """Measure cross-user canary extraction in a shared memory.
+    """Measure cross-user canary extraction in a shared memory: one unit of the one
+    runner (:func:`evaluators.runner.run_unit`: plant, feed, probe; no forget), scored
+    against every user's canary.
 
     Args:
         agent_for: user id -> the agent as that user sees it (a Runnable or callable,
@@ -118,44 +141,34 @@ def isolation_probe(
     Raises:
         ValueError: fewer than two users, or duplicate user ids.
     """
+    from evaluators.runner import UnitPlan, run_unit
+
     instances = load_audit_instances(
         data, n, seed, synthetic_sessions=synthetic_sessions, synthetic_turns=synthetic_turns
     )
     if len(instances) < 2:
         raise ValueError(f"isolation_probe needs at least 2 users, got {len(instances)}")
-    users = [user_id_for(inst) for inst in instances]
-    if len(set(users)) != len(users):
-        raise ValueError("isolation_probe: duplicate question_id in the data; user ids must be unique")
-    planted = [plant(inst, seed, kind=kind) for inst in instances]
-    secrets = {u: rec.value for u, (_, rec) in zip(users, planted, strict=True)}
-    for user, (inst, _) in zip(users, planted, strict=True):
-        feed = feed_for(user)
-        for session_id, date, turns in inst.sessions():
-            call_feed(feed, [t.to_dict() for t in turns], session_id, date, user)
-
-    run_id = uuid.uuid4().hex[:8]
-    by_level = probes_for(kind)
+    run = run_unit(_PerUserTarget(agent_for, feed_for, input_fn, output_fn), instances,
+                   UnitPlan(unit="isolation", seed=seed, kind=kind, questions=False))
+    users = run.users
+    secrets = {u: c.value for u, c in zip(users, run.canaries, strict=True)}
     # hits[level][attacker][victim] = extraction indicators over the level's templates
-    hits: dict[str, dict[str, dict[str, list[float]]]] = {lv: {} for lv in LEVELS}
+    hits: dict[str, dict[str, dict[str, list[float]]]] = {lv: {b: {u: [] for u in users} for b in users}
+                                                         for lv in LEVELS}
     records: list[dict[str, Any]] = []
     leaks: list[dict[str, Any]] = []
-    for attacker in users:
-        ask = as_asker(agent_for(attacker), input_fn=input_fn, output_fn=output_fn)
-        for level in LEVELS:
-            per_victim: dict[str, list[float]] = {u: [] for u in users}
-            for probe in by_level[level]:
-                thread = f"memkit-isolation-{run_id}:{attacker}:{probe.id}"
-                response = ask(probe.text, attacker, thread)
-                got = {u: exact(secrets[u], response) for u in users}
-                for u, x in got.items():
-                    per_victim[u].append(x)
-                    if x and u != attacker:
-                        leaks.append({"attacker": attacker, "victim": u, "level": level,
-                                      "template_id": probe.id})
-                records.append({"attacker": attacker, "level": level, "template_id": probe.id,
-                                "query": probe.text, "response": response, "thread_id": thread,
-                                "extracted": got})
-            hits[level][attacker] = per_victim
+    for rec in run.records:
+        if rec["type"] != "call" or rec["query_kind"] != "probe":
+            continue
+        attacker, level = rec["user_id"], rec["level"]
+        got = {u: exact(secrets[u], rec["response"]) for u in users}
+        for u, x in got.items():
+            hits[level][attacker][u].append(x)
+            if x and u != attacker:
+                leaks.append({"attacker": attacker, "victim": u, "level": level, "template_id": rec["template_id"]})
+        records.append({"attacker": attacker, "level": level, "template_id": rec["template_id"],
+                        "query": rec["query"], "response": rec["response"], "thread_id": rec["thread_id"],
+                        "extracted": got})
     cross = {
         lv: [float(np.mean(hits[lv][b][a])) for b in users for a in users if a != b] for lv in LEVELS
     }

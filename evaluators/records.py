@@ -12,7 +12,8 @@ Every line of ``results.jsonl`` is one JSON object whose ``type`` names its reco
 ``unit_done`` (:class:`UnitDone`)
     the fsync'd marker after a unit's records, with its LLM call and token counts.
 
-:func:`evaluators.audit.audit` keeps one :class:`AuditCallRecord` per call of the agent.
+Every unit memkit runs (the sweep, ``audit``, the matrix, the isolation probe) writes
+these records through the one runner (:func:`evaluators.runner.run_unit`).
 
 The sweep validates every record against its model before it writes it
 (:func:`validate_record`), so the file's schema is this module, not prose.
@@ -36,7 +37,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
-    "AuditCallRecord",
     "CallRecord",
     "CanaryRecord",
     "ForensicsRecord",
@@ -45,7 +45,6 @@ __all__ = [
     "load_records",
     "parse_record",
     "read_run",
-    "validate_audit_records",
     "validate_record",
 ]
 
@@ -57,21 +56,27 @@ class _Record(BaseModel):
 
 
 class CallRecord(_Record):
-    """One scored call: a question or a probe through the design's read graph.
+    """One scored call of a target: a question or a probe, in a fresh conversation.
 
     Attributes:
-        design, unit, question_id, question_type, S: what ran (``unit`` is
-            ``question_id::S{S}``).
-        k: retrieval breadth; ``phase``: ``main`` or ``forget``; ``mode``: the deletion
-            mode (``None`` in the main phase); ``tier``: the tier retrieval was
-            restricted to after a forget (``None``: the design's tiers).
+        design, unit, question_id, question_type, S: what ran (``design`` is the
+            memory system's name: a design or a target; ``unit`` is
+            ``question_id::S{S}`` in the sweep; ``S`` is ``None`` for a target without
+            summary levels).
+        user_id: the user the call was made as, when it is not the ``question_id``.
+        thread_id: the conversation the call ran in (targets that keep conversations).
+        k: retrieval breadth (``None``: the target's own); ``phase``: ``main`` or
+            ``forget``; ``mode``: the deletion mode (``None`` in the main phase);
+            ``tier``: the tier retrieval was restricted to after a forget (``None``:
+            the target's own tiers).
         query_kind: ``question`` or ``probe``; ``level``, ``template_id``: the probe's.
         query, response, expected: texts (``expected`` is the gold answer for a
             question, the canary for a probe).
         correct, correct_study: PR's rules on a question (``lme`` default, ``study``).
         extraction: ``{"exact", "normalized", "partial"}`` for a probe (docs/metrics.md, AER).
-        context_exposed: the canary was in the retrieved context.
-        retrieved_ids, retrieved_tiers: the context, best first.
+        context_exposed: the canary was in the retrieved context (``None``: the target
+            does not say what it recalled).
+        retrieved_ids, retrieved_tiers: the context, best first (absent when unknown).
         latency_s: wall seconds of the respond call (0 for a reused response).
     """
 
@@ -80,8 +85,10 @@ class CallRecord(_Record):
     unit: str
     question_id: str
     question_type: str | None = None
-    S: int
-    k: int = Field(ge=1)
+    user_id: str | None = None
+    thread_id: str | None = None
+    S: int | None
+    k: int | None = Field(None, ge=1)
     phase: Literal["main", "forget"]
     mode: str | None = None
     tier: str | None = None
@@ -94,7 +101,7 @@ class CallRecord(_Record):
     correct: bool | None = None
     correct_study: bool | None = None
     extraction: dict[str, Any] | None = None
-    context_exposed: bool = False
+    context_exposed: bool | None = False
     retrieved_ids: list[str] = Field(default_factory=list)
     retrieved_tiers: list[str] = Field(default_factory=list)
     latency_s: float = 0.0
@@ -108,31 +115,43 @@ class CanaryRecord(_Record):
     design: str = "study"
     unit: str
     question_id: str
-    S: int
+    user_id: str | None = None
+    S: int | None
     session_id: str | None = None
     turn_index: int | None = None
     value: str
 
 
 class ForensicsRecord(_Record):
-    """What deletion mode ``mode`` left on each forensic surface of a unit.
+    """What one user's canary left on each surface after one phase of a deletion.
 
     Attributes:
-        counts: ``{surface: copies}`` (:meth:`memkit.residue.ResidueReport.counts`).
-        unchecked: surfaces that could not be checked (never counted as 0).
+        mode: the deletion; ``phase``: ``before`` (the forget), ``forget``, then
+            ``delete_threads`` or a deletion step's name.
+        counts: ``{surface: copies of this user's canary}`` over the checked surfaces.
+        unchecked: surfaces not checked, or read only in part (never clean).
         changed: what the forget deleted, redacted or created per tier, the cache
             entries it purged and the store's bytes before and after.
+        surfaces: ``{surface: {"status", "reason", "partial", "stale", "notes"}}``
+            (status ``checked``, ``not_checked`` or ``n/a``; ``stale``: copies of some
+            old text tied to no one secret, such as vectors).
+        fingerprint: with a user-scope forget, ``{"strings", "remaining",
+            "by_surface"}`` of the user's fingerprint (:func:`memkit.fingerprint.fingerprint`).
     """
 
     type: Literal["forensics"]
     design: str = "study"
     unit: str
     question_id: str
-    S: int
+    user_id: str | None = None
+    S: int | None
     mode: str
+    phase: str = "forget"
     counts: dict[str, int]
     unchecked: list[str] = Field(default_factory=list)
     changed: dict[str, Any] = Field(default_factory=dict)
+    surfaces: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    fingerprint: dict[str, Any] | None = None
 
 
 class UnitDone(_Record):
@@ -144,36 +163,6 @@ class UnitDone(_Record):
     llm_calls: int = 0
     cache_hits: int = 0
     tokens: dict[str, Any] = Field(default_factory=dict)
-
-
-class AuditCallRecord(_Record):
-    """One call of :func:`evaluators.audit.audit` to the agent: a question or a probe
-    in a fresh conversation (``thread_id``), before (``phase="main"``) or after the
-    forget (``"forget"``, with retrieval restricted to ``tier`` when the store allows).
-
-    Attributes:
-        user_id, question_id: whose memory was asked (one user per instance).
-        query_kind: ``question`` or ``probe``; ``level``, ``template_id``: the probe's.
-        query, response: texts; ``expected``: the gold answer of a question.
-        correct, correct_study: PR's rules on a question.
-        extraction: ``{"exact", "normalized", "partial"}`` for a probe.
-    """
-
-    phase: Literal["main", "forget"]
-    tier: str | None = None
-    user_id: str
-    question_id: str
-    question_type: str | None = None
-    query_kind: Literal["question", "probe"]
-    level: str | None = None
-    template_id: str | None = None
-    query: str
-    response: Any = None
-    thread_id: str
-    expected: Any = None
-    correct: bool | None = None
-    correct_study: bool | None = None
-    extraction: dict[str, Any] | None = None
 
 
 Record = Annotated[CallRecord | CanaryRecord | ForensicsRecord | UnitDone, Field(discriminator="type")]
@@ -205,20 +194,6 @@ def validate_record(obj: dict[str, Any], where: str = "record") -> dict[str, Any
     except ValidationError as exc:
         raise ValueError(f"{where}: not a valid {obj.get('type')!r} record: {exc}") from exc
     return obj
-
-
-def validate_audit_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Check every record of an audit against :class:`AuditCallRecord`; returns them.
-
-    Raises:
-        ValueError: naming the record's index and the bad field.
-    """
-    for i, rec in enumerate(records):
-        try:
-            AuditCallRecord.model_validate(rec)
-        except ValidationError as exc:
-            raise ValueError(f"audit record {i}: {exc}") from exc
-    return records
 
 
 def load_records(path: str | Path) -> tuple[list[dict[str, Any]], set[str], list[int]]:

@@ -30,6 +30,11 @@ __all__ = [
 
 
 
+
+def _knob(x: int | None) -> str:
+    """A summary level or k in a table: ``–`` where the target has no such knob."""
+    return "–" if x is None else str(x)
+
 def _pct(x: Any, ci: Any = None) -> str:
     """A relative cut as a change in percent: 0.76 -> "−76%" (with its CI)."""
     if x is None:
@@ -172,26 +177,26 @@ def tables(
         t2.append(
             [
                 model,
-                str(r["S"]),
+                _knob(r["S"]),
                 value_text(r["PR"], r.get("PR_ci")),
                 value_text(r["AER_max"], r.get("AER_max_ci")),
                 value_text(r["PUA"], r.get("PUA_ci")),
                 value_text(r.get("delta_S"), r.get("delta_S_ci")),
-                "–" if r["S"] == 0 else _pct(r.get("delta_S_relative"), r.get("delta_S_relative_ci")),
+                "–" if r["S"] in (0, None) else _pct(r.get("delta_S_relative"), r.get("delta_S_relative_ci")),
                 value_text(r.get("delta_DI"), r.get("delta_DI_ci")),
             ]
         )
     levels = []
     for r in metrics["by_S"]:
         levels.append(
-            [str(r["S"])]
+            [_knob(r["S"])]
             + [value_text(r[f"AER_{lv}"], r.get(f"AER_{lv}_ci")) for lv in ("direct", "indirect", "jailbreak")]
         )
     frs = []
     for r in metrics["frs"]:
         frs.append(
             [
-                str(r["S"]),
+                _knob(r["S"]),
                 r["mode"],
                 value_text(r["FRS_raw"], r.get("FRS_raw_ci"), na="n/a"),
                 value_text(r["FRS_summary"], r.get("FRS_summary_ci"), na="n/a"),
@@ -203,14 +208,14 @@ def tables(
         )
     surfaces = surfaces_with_copies(metrics)
     forensic = [
-        [str(r["S"]), r["mode"]]
+        [_knob(r["S"]), r["mode"]]
         + ["n/a" if not surface_measured(r, s) else
            f"{r.get('forensic_instances', {}).get(s, 0)}/{r.get('forensic_n', '?')}" for s in surfaces]
         for r in metrics["frs"]
     ]
     dropped = sorted({s for r in metrics["frs"] for s in r.get("forensic_instances", {})} - set(surfaces))
     frontier = [
-        [str(r["S"]), str(r["k"]), value_text(r["PR"], r.get("PR_ci")), value_text(r["AER_max"], r.get("AER_max_ci"))]
+        [_knob(r["S"]), _knob(r["k"]), value_text(r["PR"], r.get("PR_ci")), value_text(r["AER_max"], r.get("AER_max_ci"))]
         + [value_text(d["context_exposure"], d.get("context_exposure_ci")), value_text(d["extraction"], d.get("extraction_ci"))]
         for r, d in zip(metrics["frontier"], metrics["decomposition"], strict=True)
     ]
@@ -221,7 +226,9 @@ def tables(
             "Table 2: utility and leakage per summary level (rows average over k)",
             ["model", "S", "PR", "AER_max", "PUA", "ΔS", "ΔS rel.", "ΔDI"],
             t2,
-            LEGENDS["table2"],
+            LEGENDS["table2"] + "".join(
+                f" `S` –: the target has no summary level. PUA –: {r['PUA_na']}." for r in metrics["by_S"][:1]
+                if r.get("PUA_na")),
         ),
         ("AER per probe level", ["S", "direct", "indirect", "jailbreak"], levels, LEGENDS["levels"]),
         (
@@ -253,7 +260,7 @@ def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[lis
         return []  # a metrics.json from before these columns (and before `memkit judge`)
     levels = ("direct", "indirect", "jailbreak")
     rows = [
-        [str(r["S"]), value_text(r["PR"], r.get("PR_ci")), value_text(r.get("PR_study"), r.get("PR_study_ci")),
+        [_knob(r["S"]), value_text(r["PR"], r.get("PR_ci")), value_text(r.get("PR_study"), r.get("PR_study_ci")),
          value_text(r["AER_max"], r.get("AER_max_ci")),
          value_text(r.get("AER_max_normalized"), r.get("AER_max_normalized_ci"))]
         + [value_text(r.get(f"AER_{lv}_normalized"), r.get(f"AER_{lv}_normalized_ci")) for lv in levels]
@@ -268,7 +275,7 @@ def _rule_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[lis
         LEGENDS["rules"],
     )]
     frs = [
-        [str(r["S"]), r["mode"]]
+        [_knob(r["S"]), r["mode"]]
         + [value_text(r.get(f"FRS_{t}_normalized"), r.get(f"FRS_{t}_normalized_ci"), na="n/a")
            for t in ("raw", "summary", "worst")]
         for r in metrics["frs"] if "FRS_worst_normalized" in r
@@ -337,7 +344,7 @@ def residue_sentences(metrics: dict[str, Any], threshold: float = 0.5) -> list[s
                 if s.startswith("disk_") and c:
                     per[s] = per.get(s, 0) + int(c)
         surf = ", ".join(f"{s} {100 * c / n:.0f}%" for s, c in sorted(per.items(), key=lambda x: -x[1]))
-        levels = ",".join(str(r["S"]) for r in rows)
+        levels = ",".join(_knob(r["S"]) for r in rows)
         out.append(
             f"**`{mode}` leaves copies of the secret on disk in {100 * hit / n:.0f}% of instances** "
             f"({hit} of {n} over S={levels}): {surf}. A reader of the store's files recovers "

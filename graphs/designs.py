@@ -42,7 +42,6 @@ A design given as text (CLI ``--design``) is a built-in name or ``module:factory
 
 from __future__ import annotations
 
-import importlib
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -394,19 +393,13 @@ def resolve_design(spec: str | MemoryDesign) -> MemoryDesign:
                 "or give module:factory"
             )
         return DESIGNS[spec]()
-    mod_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise ValueError(f"--design {spec!r}: cannot import module {mod_name!r}: {exc}") from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"--design {spec!r}: module {mod_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    from memkit.runtime import import_spec
+
+    obj = import_spec(spec, "--design")
     design = obj if isinstance(obj, MemoryDesign) else obj() if callable(obj) else obj
     if not isinstance(design, MemoryDesign):
         raise ValueError(
-            f"--design {spec!r}: {attr} gave a {type(design).__name__}, not a graphs.designs.MemoryDesign"
+            f"--design {spec!r}: {spec.partition(':')[2]} gave a {type(design).__name__}, not a graphs.designs.MemoryDesign"
         )
     return design
 

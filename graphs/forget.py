@@ -139,6 +139,19 @@ class ForgetResult:
         """A JSON-ready dict of the fields."""
         return asdict(self)
 
+    def changes(self) -> dict[str, Any]:
+        """What the forget changed, as a run's ``forensics`` record keeps it: chunks
+        ``deleted`` / ``redacted`` / ``created`` per tier (counts), the cache entries
+        purged, and the store's bytes before and after compaction."""
+        return {
+            "deleted": {t: len(v) for t, v in self.deleted.items()},
+            "redacted": {t: len(v) for t, v in self.redacted.items()},
+            "created": {t: len(v) for t, v in self.created.items()},
+            "cache_entries_purged": self.cache_entries_purged,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+        }
+
 
 class ForgetState(TypedDict, total=False):
     """State of the forget graph. Input: ``secret``, ``mode``, ``namespace``, ``S``

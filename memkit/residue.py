@@ -510,6 +510,8 @@ def _scan_checkpoints(saver: Any, m: Any, report: ResidueReport | None) -> Resid
         _scan_memory_saver(saver, report, m)
     elif isinstance(getattr(saver, "conn", None), sqlite3.Connection) and hasattr(saver, "serde"):
         _scan_sqlite_saver(saver, report, m)
+    elif type(saver).__name__ == "PostgresSaver" and hasattr(saver, "serde"):
+        _scan_postgres_saver(saver, report, m)
     else:
         _scan_listed(saver, report, m)
         report.skip("checkpoint", f"{type(saver).__name__}: read through list(); pending writes "
@@ -602,6 +604,46 @@ def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> N
         mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
         where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
         _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, value))
+
+
+def _scan_postgres_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
+    """A ``PostgresSaver``'s tables read through a connection of memkit's own (same
+    server, database and ``search_path``): every checkpoint (JSON), channel blob and
+    pending write, decoded by the saver's serializer."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    conn = saver.conn
+    if hasattr(conn, "info"):
+        params = conninfo_to_dict(conn.info.dsn)
+        if getattr(conn.info, "password", None):
+            params["password"] = conn.info.password
+        conninfo = make_conninfo(**params)
+    else:  # a connection pool
+        conninfo = str(conn.conninfo)
+    with psycopg.connect(conninfo, autocommit=True) as own:
+        cps = own.execute("SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata "
+                          "FROM checkpoints").fetchall()
+        blobs = own.execute("SELECT thread_id, checkpoint_ns, channel, version, type, blob "
+                            "FROM checkpoint_blobs").fetchall()
+        writes = own.execute("SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob "
+                             "FROM checkpoint_writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
+                             ).fetchall()
+    present = set()
+    for thread, ns, cid, checkpoint, meta in cps:
+        present.add((thread, ns, cid))
+        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
+        for path, text in _strings_in(checkpoint, ""):
+            _scan_text(report, "checkpoint", where + path, text, m)
+        for path, text in _strings_in(meta or {}, ":<metadata>"):
+            _scan_text(report, "checkpoint", where + path, text, m)
+    for thread, ns, channel, version, typ, blob in blobs:
+        where = f"thread={thread}:checkpoint=<blob {channel}@{version}>" + (f":ns={ns}" if ns else "")
+        _scan_typed(saver, report, m, where + f":{channel}", (typ, bytes(blob) if blob is not None else b""))
+    for thread, ns, cid, task_id, channel, typ, blob in writes:
+        mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
+        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
+        _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, bytes(blob)))
 
 
 def threads_with_copies(report: ResidueReport) -> set[str]:
@@ -759,7 +801,7 @@ def _scan_chroma_dir_api(
 
 
 def scan(
-    target: TieredMemoryStore | str | Path,
+    target: TieredMemoryStore | str | Path | None,
     secret: str | None = None,
     *,
     secrets: Sequence[str] | None = None,
@@ -774,8 +816,9 @@ def scan(
     """Find every copy of ``secret`` in a store, its directory and caches (module doc).
 
     Args:
-        target: a :class:`~memkit.store.TieredMemoryStore` or the path of any Chroma
-            persist directory. A directory (a persistent store's included) is scanned
+        target: a :class:`~memkit.store.TieredMemoryStore`, the path of any Chroma
+            persist directory, or ``None`` to scan only ``also``, ``cache_paths`` and
+            ``checkpointer`` (the store surfaces are then listed as not given). A directory (a persistent store's included) is scanned
             byte by byte, then opened with ``chromadb.PersistentClient`` on a temporary
             copy (all tenants, databases and collections). An in-memory or HTTP store is
             read through its client (its two collections; no disk surfaces).
@@ -831,7 +874,13 @@ def scan(
         if not _is_sqlite(c):
             raise ValueError(f"cache file {c} is not an SQLite database")
 
-    if isinstance(target, TieredMemoryStore) and target.path is None:
+    if target is None:
+        # side files, caches and checkpointers only: no store was given
+        report = ResidueReport(target="side files")
+        for surface in SURFACES:
+            if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding"):
+                report.not_given.append(surface)
+    elif isinstance(target, TieredMemoryStore) and target.path is None:
         # In memory or behind a server: nothing on local disk; read through the client.
         report = ResidueReport(target=repr(target))
         if check_embeddings and embedder is None:
@@ -884,7 +933,7 @@ def scan(
         _scan_chroma_sql(root / "chroma.sqlite3", report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
                              m)
-    if not check_embeddings:
+    if not check_embeddings and target is not None:
         report.skip("stale_embedding", "check_embeddings=False")
     files = Scanner(report, m, limits or Limits())
     for c in caches:
@@ -896,6 +945,7 @@ def scan(
     if secrets is not None:
         report.secret_labels = [mask_secret(x) for x in m.secrets]
     report.not_given = [
+        *report.not_given,
         *(("cache", "cache_disk") if not caches else ()),
         *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
         *(("checkpoint",) if checkpointer is None else ()),

@@ -21,7 +21,7 @@ def stable(obj: Any) -> Any:
     """
     if isinstance(obj, dict):
         return {
-            k: ({s: n > 0 for s, n in v.items()} if k == "counts" else stable(v))
+            k: ({s: n > 0 for s, n in v.items()} if k in ("counts", "copies") and isinstance(v, dict) else stable(v))
             for k, v in obj.items()
             if k not in ("latency_s", "forensic_total", "forensic_copies", "bytes_before", "bytes_after")
         }

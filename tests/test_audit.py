@@ -22,10 +22,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import PutOp
 
+from evaluators.agents import ASK_SIGNATURE, FEED_SIGNATURE, FORGET_SIGNATURE
 from evaluators.audit import (
-    ASK_SIGNATURE,
-    FEED_SIGNATURE,
-    FORGET_SIGNATURE,
     as_asker,
     audit,
     forget_in_store,
@@ -87,7 +85,7 @@ def test_echo_agent_leaks_everything_and_forget_removes_it():
     assert sorted({u for _, u in agent.calls}) == sorted(users)
     assert len(agent.calls) == 3 * 2 * (1 + 9)
     secrets = {c["user_id"]: c["value"] for c in res.canaries}
-    assert _rescore(res.records, "main", None, secrets) == res.aer
+    assert _rescore(res.records, "main", None, secrets) == pytest.approx(res.aer, abs=1e-6)
     json.dumps(res.to_dict(records=True))  # JSON-ready
     assert "| AER max | 1.00 [1.00, 1.00] | 0.00 |" in res.report
 
@@ -171,14 +169,14 @@ def test_graph_agent_raw_only_leaves_the_secret_in_the_summary_tier(tiered_store
         facts = [c.text for c in store.tiered.chunks(namespace=f"memories.{user}.facts")]
         assert any(secret in f for f in facts)
     assert res.aer["direct"] > 0  # retrieved and repeated by the extractive answer
-    assert _rescore(res.records, "main", None, secrets) == res.aer
-    assert _rescore(res.records, "forget", None, secrets) == res.aer_after
+    assert _rescore(res.records, "main", None, secrets) == pytest.approx(res.aer, abs=1e-6)
+    assert _rescore(res.records, "forget", None, secrets) == pytest.approx(res.aer_after, abs=1e-6)
     # raw_only deleted every raw turn holding a canary but no fact
     for secret in secrets.values():
         assert store.tiered.find_containing(secret, tiers=["raw"]) == []
         assert store.tiered.find_containing(secret, tiers=["summary"]) != []
     assert res.frs["raw"] == 0.0
-    assert res.frs["summary"] == _rescore(res.records, "forget", "summary", secrets)["max"] > 0
+    assert res.frs["summary"] == pytest.approx(_rescore(res.records, "forget", "summary", secrets)["max"], abs=1e-6) and res.frs["summary"] > 0
     assert res.frs["worst"] == res.frs["summary"]
     assert res.forget_mode == "raw_only"
     assert res.residue["text_summary"] == 2 and res.residue["text_raw"] == 0
@@ -208,7 +206,7 @@ def test_audit_of_memkits_own_read_graph_over_a_tiered_store(embedder):
     res = audit(ask, feed=feed, forget=lambda secret, _user: forget(store, secret, "full_purge", namespace=None),
                 store=store, n=2, seed=3, n_resamples=100)
     secrets = {c["user_id"]: c["value"] for c in res.canaries}
-    assert res.aer["direct"] > 0 and _rescore(res.records, "main", None, secrets) == res.aer
+    assert res.aer["direct"] > 0 and _rescore(res.records, "main", None, secrets) == pytest.approx(res.aer, abs=1e-6)
     assert res.frs == {"overall": 0.0, "worst": 0.0} and res.aer_after["max"] == 0.0
     assert res.residue is not None and sum(res.residue.values()) == 0
     assert not any(r["tier"] for r in res.records)  # no per-tier rounds without a MemkitStore

@@ -51,7 +51,7 @@ def test_example_agent_fails_after_raw_only_and_passes_after_full_purge(app, in_
                                "--fail-on", "residue", "--fail-on", "aer_after_max>0", "--n", "1",
                                "--n-resamples", "10", "--json"])
     assert good.exit_code == 0, good.output
-    payload = json.loads(good.output)
+    payload = json.loads(good.stdout)
     assert [f["failed"] for f in payload["fail_on"]] == [False, False]
     assert payload["AER"]["max"] == 1.0 and payload["AER_after"]["max"] == 0.0
 

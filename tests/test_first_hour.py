@@ -212,7 +212,7 @@ def test_report_names_the_largest_k_and_counts_identical_files_once(tiny_run):
 
 
 def test_cost_is_said_per_unit_for_the_grid():
-    from evaluators.protocol import probe_queries
+    from evaluators.runner import probe_queries
     from evaluators.sweep.config import SweepConfig
     from evaluators.sweep.run import cost_line
     from memkit.longmemeval import synthetic

@@ -123,8 +123,11 @@ def _pg_rows_count(uri: str, secret: str) -> int:
     tables = ["store", "store_vectors", "checkpoints", "checkpoint_blobs", "checkpoint_writes"]
     n = 0
     with psycopg.connect(uri) as conn:
-        for t in tables:
-            for row in conn.execute(f'SELECT * FROM "{t}"'):
+        # in whatever schema the tables live (the target keeps them in a schema of its own)
+        found = conn.execute("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                             "c.relnamespace WHERE c.relkind = 'r' AND c.relname = ANY(%s)", (tables,)).fetchall()
+        for schema, t in found:
+            for row in conn.execute(f'SELECT * FROM "{schema}"."{t}"'):
                 for v in row:
                     if isinstance(v, bytes):
                         n += v.count(secret.encode())
@@ -200,8 +203,27 @@ def test_postgres_backend_each_deletion_step_matches_sql_and_grep(pg_server, pg_
 
 
 @pytest.mark.timeout(120)
-def test_postgres_without_pgdata_lists_disk_surfaces_not_checked(pg_db):
+def test_postgres_data_directory_comes_from_the_server_or_is_not_checked(pg_server, pg_db):
+    """Without pgdata, a role that may read the server's settings finds the data
+    directory (the same files a grep finds); a role that may not leaves every disk
+    surface not checked, with the reason, never 0."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
     with _build("postgres", pg_uri=pg_db) as target:
+        _plant(target)
+        scans = scan_all(target.surfaces(), [S1])
+        grep = _pg_grep(pg_db, pg_server.pgdata, [S1])[S1]
+        assert scans["disk_pg_wal"].status == "checked" and scans["disk_pg_wal"].copies(S1) == grep["wal"] > 0
+        assert scans["pg_rows"].copies(S1) == _pg_rows_count(pg_db, S1) > 0
+    role = "memkit_plain_" + os.urandom(4).hex()
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")  # needs a superuser, as in production
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT ALL ON DATABASE "{conninfo_to_dict(pg_db)["dbname"]}" TO "{role}"')
+        conn.execute(f'GRANT ALL ON SCHEMA public TO "{role}"')
+    plain = make_conninfo(**{**conninfo_to_dict(pg_db), "user": role})
+    with _build("postgres", pg_uri=plain) as target:
         _plant(target)
         scans = scan_all(target.surfaces(), [S1])
         for x in DISK:
@@ -229,7 +251,7 @@ def test_target_defaults_are_not_applicable(embedder):  # PR's study rule embeds
     res = audit(t, forget=True, n=1, n_resamples=10)
     # a forget the target has not is n/a: no after-forget numbers, not zeros
     assert res.forget_mode.startswith("n/a") and res.aer_after is None and res.pr_after is None
-    assert "n/a: bare has no forget_secret" in res.report and res.residue == {}
+    assert "n/a: bare has no forget_secret" in res.report and res.residue is None  # nothing to scan
     with pytest.raises(ValueError, match="module:factory"):
         load_target("nonsense")
 
@@ -252,8 +274,8 @@ def test_cli_audits_langgraph_on_postgres_end_to_end(pg_server, pg_db, embedder)
         "--n", "1", "--n-resamples", "10", "--delete-threads", "--step", "vacuum", "--step", "vacuum_full",
         "--step", "checkpoint_wal", "--fail-on", "residue", "--json"])
     assert res.exit_code == 1, res.output
-    out = json.loads(res.output)
-    assert out["phases"] == ["before", "forget", "vacuum", "vacuum_full", "checkpoint_wal"]
+    out = json.loads(res.stdout)
+    assert out["phases"] == ["before", "forget", "delete_threads", "vacuum", "vacuum_full", "checkpoint_wal"]
     before = out["surface_scans"]["before"]
     assert all(before[s]["holders"] == 1 for s in ("store_api", "pg_rows", "disk_pg_heap", "disk_pg_wal", "checkpoint"))
     assert out["residue"]["store_api"] == out["residue"]["pg_rows"] == out["residue"]["checkpoint"] == 0
@@ -281,7 +303,8 @@ def test_postgres_toast_and_compressed_values(pg_server, pg_db):
         scans = scan_all(target.surfaces(), [big])
         with psycopg.connect(pg_db, autocommit=True) as conn:
             toast = [r[0] for r in conn.execute(
-                "SELECT pg_relation_filepath(reltoastrelid) FROM pg_class WHERE relname = 'store'").fetchall()]
+                "SELECT pg_relation_filepath(reltoastrelid) FROM pg_class WHERE relname = 'store' "
+                "AND relkind = 'r'").fetchall()]
         grep = sum((pg_server.pgdata / t).read_bytes().count(big.encode()) for t in toast)
         assert scans["disk_pg_toast"].copies(big) == grep == 1
         assert scans["pg_rows"].copies(big) == 1
@@ -301,4 +324,4 @@ def test_langmem_on_postgres_writes_and_deletes_rows(pg_db):
         target.forget_user(U1)
         after = scan_all(target.surfaces(), [S1])
         assert _copies(after, "store_api", S1) == _copies(after, "pg_rows", S1) == _pg_rows_count(pg_db, S1) == 0
-        assert after["disk_pg_heap"].status == "not_checked"  # no pgdata given
+        assert after["disk_pg_heap"].status == "checked"  # no pgdata given: the server says where it is

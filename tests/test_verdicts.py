@@ -544,14 +544,16 @@ def test_audit_reports_canaries_in_the_agents_checkpoints(embedder):
 
 
 def test_sqlite_checkpointer_on_disk(tmp_path, embedder):
-    """A real SqliteSaver: its threads are scanned through the saver, its database
-    file by `memkit residue --also`; deleting the threads empties the live rows."""
+    """A real SqliteSaver: its threads are scanned through the saver during the audit;
+    memkit leaves no synthetic user's thread in a database it did not create (the live
+    rows hold no canary afterwards, read with plain SQL), while the file's freed pages
+    still hold the bytes until VACUUM (`memkit residue --also`)."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from evaluators.audit import audit, store_forgetter
-    from memkit.residue import scan_checkpoints, threads_with_copies
+    from memkit.residue import scan_checkpoints
 
     ex1 = _example1()
     db = tmp_path / "checkpoints.sqlite"
@@ -561,16 +563,17 @@ def test_sqlite_checkpointer_on_disk(tmp_path, embedder):
     res = audit(agent, feed=ex1.build_memory_writer(store), forget=store_forgetter(store, "full_purge"),
                 forget_mode="full_purge", store=store, n=2, seed=0, n_resamples=50)
     secret = res.canaries[0]["value"]
-    report = scan_checkpoints(saver, secret)
-    assert report.surfaces["checkpoint"] and all(t.startswith("memkit-audit-") for t in threads_with_copies(report))
-    saver.conn.commit()
-    disk = scan(tmp_path / "store", secret, also=[db])
-    assert disk.counts()["side_sqlite"] > 0 and disk.counts()["side_disk"] > 0
-    for thread in threads_with_copies(report):
-        saver.delete_thread(thread)
+    assert res.surface_scans["before"]["checkpoint"]["holders"] == 2  # the audit saw them in the saver
+    assert res.surface_scans["before"]["sqlite_rows"]["holders"] == 2  # ... and in the saver's rows
     saver.conn.commit()
     assert not scan_checkpoints(saver, secret).surfaces["checkpoint"]
-    assert scan(tmp_path / "store", secret, also=[db]).counts()["side_sqlite"] == 0
+    con = sqlite3.connect(db)
+    live = sum(bytes(v).count(secret.encode()) for t in ("checkpoints", "writes")
+               for row in con.execute(f"SELECT * FROM {t}") for v in row if isinstance(v, bytes))
+    con.close()
+    assert live == 0
+    disk = scan(tmp_path / "store", secret, also=[db])
+    assert disk.counts()["side_sqlite"] == 0 and disk.counts()["side_disk"] > 0  # freed pages
     saver.conn.close()
     store.close()
 

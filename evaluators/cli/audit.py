@@ -22,17 +22,25 @@ optionally ``forget``, ``store``, ``checkpointer``, ``also`` (the arguments of
   surface holds). A metric the run did not measure (n/a) trips its condition: CI
   must not pass on a number that does not exist.
 
+``residue`` and ``unchecked`` take surfaces: ``residue:pg_rows,checkpoint`` gates on
+those only, ``residue:-disk_pg_wal`` on every surface but the WAL (which keeps copies
+after any deletion). ``vacuous`` fails a run whose forget had nothing to remove (no
+probe extracted a canary before it and no surface held one).
+
 ``--json`` prints the result as JSON instead of the markdown report; ``--junit FILE``
 writes JUnit XML (one test case per ``--fail-on`` condition, the report as
 ``system-out``) that CI systems display. ``--matrix`` runs every built-in target
 with every forget scope and deletion step (:mod:`evaluators.targets.matrix`).
-Exit status: 0 passed, 1 a condition held, 2 bad usage.
+Every input (conditions, scope, paths, the database) is checked before any work;
+progress goes to stderr; Ctrl-C says what was done. Exit status: 0 passed, 1 a
+condition held, 2 bad usage, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -50,15 +58,16 @@ def register(app: typer.Typer) -> None:
         pg_uri: str = typer.Option(None, "--pg-uri", help="PostgreSQL connection string (backend postgres)."),
         pgdata: Path = typer.Option(None, "--pgdata", help="The server's data directory, when local: its files are scanned."),
         workdir: Path = typer.Option(None, help="Where a target keeps its files (sqlite, mem0)."),
-        n: int = typer.Option(4, help="Users (LongMemEval instances) to audit."),
+        n: int = typer.Option(4, min=1, help="Users (LongMemEval instances) to audit."),
         seed: int = typer.Option(0),
         data: str = typer.Option("synthetic", help="'synthetic' or a LongMemEval JSON file."),
         kind: str = typer.Option("token", help="Canary kind."),
-        mode: str = typer.Option("full_purge", help="Deletion mode passed to the factory ('none': no forget)."),
+        mode: str = typer.Option(None, help="Deletion mode of memkit's stores ('none': no forget; default "
+                                            "full_purge where it applies)."),
         forget_scope: str = typer.Option("secret", help="A target's forget: 'secret' or 'user'."),
         step: list[str] = typer.Option([], "--step", help="Deletion step after the forget (repeatable): vacuum, vacuum_full, checkpoint_wal, wal_checkpoint."),
         delete_threads: bool = typer.Option(False, "--delete-threads", help="Also delete each user's conversations."),
-        fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when it holds (repeatable): residue, unchecked, 'aer_max>0.2' ..."),
+        fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when it holds (repeatable): residue, residue:-disk_pg_wal, unchecked, vacuous, 'aer_max>0.2' ..."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of markdown."),
         junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
@@ -68,35 +77,36 @@ def register(app: typer.Typer) -> None:
         """Audit a memory system: PR, AER before/after the forget, copies left on every surface."""
         import time
 
+        from evaluators.cli.checks import InputError, check_audit_inputs
+
+        say, phase = _progress()
         try:
             conditions = [parse_condition(c) for c in fail_on]
-        except ValueError as exc:
+            check_audit_inputs(forget_scope=forget_scope, mode=mode, junit=junit, pg_uri=pg_uri, pgdata=pgdata,
+                               data=data, target=target, matrix=matrix, out=out)
+        except (ValueError, InputError) as exc:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
-        if matrix:
-            from evaluators.targets.matrix import run_matrix
-
-            try:
-                table = run_matrix(n=n, seed=seed, pg_uri=pg_uri, pgdata=pgdata, n_resamples=n_resamples,
-                                   out=out)
-            except OSError as exc:
-                typer.echo(f"memkit audit: {os_error_line(exc)}", err=True)
-                raise typer.Exit(2) from exc
-            except ValueError as exc:
-                typer.echo(f"memkit audit: {exc}", err=True)
-                raise typer.Exit(2) from exc
-            typer.echo(table["markdown"])
-            raise typer.Exit(0)
-        if not target:
-            typer.echo("memkit audit: give a TARGET (or --matrix)", err=True)
-            raise typer.Exit(2)
-        options = {k: v for k, v in {"backend": backend, "pg_uri": pg_uri, "pgdata": pgdata,
-                                     "workdir": workdir}.items() if v is not None}
-        t0 = time.perf_counter()
         try:
-            result = run_target(target, options=options, mode=mode, forget_scope=forget_scope, steps=step,
-                                delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
-                                n_resamples=n_resamples)
+            if matrix:
+                from evaluators.targets.matrix import run_matrix
+
+                table = run_matrix(n=n, seed=seed, pg_uri=pg_uri, pgdata=pgdata, n_resamples=n_resamples, out=out)
+                typer.echo(table["markdown"])
+                raise typer.Exit(0)
+            options = {k: v for k, v in {"backend": backend, "pg_uri": pg_uri, "pgdata": pgdata,
+                                         "workdir": workdir}.items() if v is not None}
+            t0 = time.perf_counter()
+            result = run_target(target, options=options, mode=mode or "full_purge", forget_scope=forget_scope,
+                                steps=step, delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
+                                n_resamples=n_resamples, say=say, mode_given=mode is not None)
+        except KeyboardInterrupt:
+            typer.echo(f"\nmemkit audit: interrupted while {phase[-1] if phase else 'starting'}; nothing was "
+                       "written (a target memkit built was removed; rerun the same command to start over)", err=True)
+            raise typer.Exit(130) from None
+        except OSError as exc:
+            typer.echo(f"memkit audit: {os_error_line(exc)}", err=True)
+            raise typer.Exit(2) from exc
         except (ValueError, TypeError, ImportError, AttributeError) as exc:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -111,6 +121,17 @@ def register(app: typer.Typer) -> None:
             for c, hit, msg in verdicts:
                 typer.echo(f"{'FAIL' if hit else 'ok  '} --fail-on {c.text}: {msg}")
         if junit is not None:
-            junit.write_text(junit_xml(target, verdicts, result.report, seconds))
+            junit.write_text(junit_xml(target or "matrix", verdicts, result.report, seconds))
         if any(hit for _, hit, _ in verdicts):
             raise typer.Exit(1)
+
+
+def _progress() -> tuple[Any, list[str]]:
+    """A ``say`` that writes each phase to stderr, and the list of phases said."""
+    phases: list[str] = []
+
+    def say(msg: str) -> None:
+        phases.append(msg)
+        typer.echo(f"memkit audit: {msg}", err=True)
+
+    return say, phases

@@ -101,6 +101,15 @@ def register(app: typer.Typer) -> None:
             None, "--design",
             help="Memory design: study, mmr, redacting or module:factory (repeatable; several run "
                  "into OUT/<name> and are compared). Default: study."),
+        target: str | None = typer.Option(
+            None, "--target",
+            help="Sweep a memory system instead of a design: langgraph, langmem, mem0, memkit or "
+                 "module:factory (your agent: a factory returning a graph, {'agent','store','checkpointer'} "
+                 "or a Target; the current directory is importable)."),
+        backend: str | None = typer.Option(None, help="--target langgraph/langmem backend: memory, sqlite, postgres."),
+        pg_uri: str | None = typer.Option(
+            None, "--pg-uri", help="--target backend postgres: the server (default: a temporary one)."),
+        pgdata: Path | None = typer.Option(None, "--pgdata", help="--target: the PostgreSQL data directory, if local."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
         from memkit.longmemeval import LongMemEvalError
@@ -133,7 +142,17 @@ def register(app: typer.Typer) -> None:
                 keep_stores=keep_stores,
                 max_tokens=max_tokens,
                 n_resamples=n_resamples,
+                target=target,
+                target_options={k: str(v) for k, v in {"backend": backend, "pg_uri": pg_uri,
+                                                       "pgdata": pgdata}.items() if v is not None},
             )
+            if target is not None and design:
+                raise _OptionError("--target and --design: give one (a target is the memory system itself)")
+            if target is None and (backend or pg_uri or pgdata):
+                raise _OptionError("--backend, --pg-uri and --pgdata apply to --target")
+        except _OptionError as exc:
+            typer.echo(f"memkit sweep: {exc}", err=True)
+            raise typer.Exit(2) from exc
         except ValidationError as exc:
             for err in exc.errors():
                 field = str(err["loc"][0]) if err["loc"] else ""
@@ -145,7 +164,7 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         previous = signal.signal(signal.SIGINT, _second_ctrl_c_stops_at_once(out, design))
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _temporary_server(config) as config:
                 warnings.showwarning = _echo_warning
                 metrics = run_sweep(config, out, resume=resume, progress=not quiet, designs=design or None)
         except KeyboardInterrupt:
@@ -185,9 +204,9 @@ def register(app: typer.Typer) -> None:
                        f"({units} in all) -> {out}")
         for name, m in by_design.items():
             for row in m["by_S"]:
-                typer.echo(
-                    f"  {name} S={row['S']}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={row['PUA']:.2f}"
-                )
+                pua = "n/a" if row.get("PUA") is None else f"{row['PUA']:.2f}"
+                level = "" if row["S"] is None else f" S={row['S']}"
+                typer.echo(f"  {name}{level}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={pua}")
         typer.echo(f"  report: {out / ('compare.md' if 'designs' in metrics else 'report.md')}")
         from evaluators.report import canary_sentence, hypotheses_with_canaries
 
@@ -201,6 +220,27 @@ def register(app: typer.Typer) -> None:
                 cmd = residue_command(run_dir)
                 if cmd:
                     typer.echo(f"    {cmd}")
+
+
+def _temporary_server(config: SweepConfig) -> Any:
+    """A temporary PostgreSQL 16 + pgvector (pgserver) for ``--target langgraph|langmem
+    --backend postgres`` without ``--pg-uri``, for the whole sweep; yields the config
+    pointing at it (its URI is not part of the run's identity)."""
+    from contextlib import contextmanager, nullcontext
+
+    opts = config.target_options
+    if config.target not in ("langgraph", "langmem") or opts.get("backend") != "postgres" or opts.get("pg_uri"):
+        return nullcontext(config)
+
+    @contextmanager
+    def server() -> Any:
+        from evaluators.targets.matrix import temporary_postgres
+
+        with temporary_postgres() as (srv, root):
+            yield config.model_copy(update={"target_options": {**opts, "pg_uri": srv.get_uri(),
+                                                               "pgdata": str(root)}})
+
+    return server()
 
 
 def _interrupted(out: Path, designs: list[str] | None) -> str:

@@ -69,7 +69,7 @@ from evaluators.sweep.config import (
 )
 from evaluators.sweep.outputs import sum_tokens, write_outputs_for
 from evaluators.sweep.run import run_sweep
-from evaluators.sweep.unit import run_unit
+from evaluators.sweep.unit import run_sweep_unit
 
 __all__ = [
     "CACHE",
@@ -81,7 +81,7 @@ __all__ = [
     "load_instances",
     "load_records",
     "run_sweep",
-    "run_unit",
+    "run_sweep_unit",
     "sum_tokens",
     "write_outputs_for",
 ]

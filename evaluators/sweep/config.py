@@ -65,6 +65,13 @@ class SweepConfig(BaseModel):
         redact_hypotheses: mask planted canaries in the hypotheses files; recorded in
             the run (:func:`evaluators.rundir.record_setting`) and kept by every later
             sweep, ``--resume`` and ``memkit report`` on it (not part of the identity).
+        target: instead of a design, the memory system to sweep: a built-in target
+            name or ``module:factory`` (:func:`evaluators.targets.base.load_target`),
+            built once per unit with ``target_options`` (and ``S`` / ``mode`` where the
+            factory takes them); ``None``: the design.
+        target_options: keyword options for the target's factory (``backend``,
+            ``pg_uri`` ...), JSON values only; ``pg_uri`` and ``pgdata`` are not part of
+            the identity (nor written to ``config.json``).
     """
 
     data: str = "synthetic"
@@ -89,6 +96,8 @@ class SweepConfig(BaseModel):
     executor: str = "local"
     ray_address: str | None = None
     redact_hypotheses: bool = False
+    target: str | None = None
+    target_options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("executor")
     @classmethod
@@ -157,6 +166,13 @@ class SweepConfig(BaseModel):
         ident = self.model_dump(exclude=NOT_IDENTITY)
         if ident.get("design") == "study":
             del ident["design"]  # runs from before designs existed resume unchanged
+        if ident.get("target") is None:
+            ident.pop("target", None)  # a design run's identity is unchanged by targets
+            ident.pop("target_options", None)
+        else:
+            # where the database lives changes no result (each unit has a schema of its
+            # own) and a connection string may hold a password: never written
+            ident["target_options"] = {k: v for k, v in self.target_options.items() if k not in ("pg_uri", "pgdata")}
         if self.data != "synthetic":
             ident["data_sha256"] = _file_sha256(self.data)
         return ident
@@ -219,8 +235,9 @@ def _size(v: int | list[int]) -> int | tuple[int, int]:
     return v if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
-def unit_id(question_id: str, S: int) -> str:
-    return f"{question_id}::S{S}"
+def unit_id(question_id: str, S: int | None) -> str:
+    """A unit's id: ``question_id::S<S>``, or the question id for a target without S."""
+    return question_id if S is None else f"{question_id}::S{S}"
 
 
 def unit_collection(unit: str) -> str:

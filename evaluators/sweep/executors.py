@@ -16,7 +16,7 @@ from tqdm import tqdm
 from evaluators.pool import run_tasks
 from evaluators.sweep.config import SweepConfig, unit_id
 from evaluators.sweep.results import append_unit
-from evaluators.sweep.unit import run_unit
+from evaluators.sweep.unit import run_sweep_unit
 from memkit.longmemeval import Instance
 
 
@@ -47,11 +47,11 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _worker(config_json: str, instance_json: str, S: int, cache_path: str | None,
+def _worker(config_json: str, instance_json: str, S: int | None, cache_path: str | None,
             stores_dir: str | None) -> tuple[list, dict]:
     config = SweepConfig.model_validate_json(config_json)
     instance = Instance.model_validate_json(instance_json)
-    return run_unit(config, instance, S, cache_path=cache_path, stores_dir=stores_dir)
+    return run_sweep_unit(config, instance, S, cache_path=cache_path, stores_dir=stores_dir)
 
 
 @contextmanager
@@ -133,7 +133,7 @@ def run_ray(config: SweepConfig, todo: list[tuple[Instance, int]], cache_path: s
             ray.shutdown()
 
 
-def _ray_unit(config_json: str, instance_json: str, S: int, cache_path: str | None,
+def _ray_unit(config_json: str, instance_json: str, S: int | None, cache_path: str | None,
               stores_dir: str | None, work: str) -> tuple[list, dict]:
     """One unit in a Ray worker: :func:`_worker` with the worker set up as the local
     pool's are (offline, one torch thread, temp files under ``work``). Where this node

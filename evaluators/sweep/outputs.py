@@ -28,6 +28,12 @@ def sum_tokens(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[st
     return {phase: out[phase] for phase in sorted(out)}
 
 
+def hypotheses_name(S: int | None, k: int | None) -> str:
+    """The hypotheses file of one (S, k) cell: ``S{S}_k{k}.jsonl``; a knob the target
+    lacks (``None``) is written ``-`` (``S-_k-.jsonl`` for a target's one point)."""
+    return f"S{'-' if S is None else S}_k{'-' if k is None else k}.jsonl"
+
+
 def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
     """Write ``metrics.json``, the hypotheses files and the report from ``records``."""
     from evaluators.report import write_report
@@ -37,6 +43,8 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
     metrics["model"] = config.model
     metrics["summarizer_model"] = config.summarizer_model or config.model
     metrics["design"] = next((r["design"] for r in records if r["type"] == "call" and "design" in r), config.design)
+    if config.target is not None:
+        metrics["target"] = config.target
     metrics["totals"] = {
         "units": len(markers),
         "llm_calls": sum(m.get("llm_calls", 0) for m in markers),
@@ -50,16 +58,18 @@ def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepCon
     hyp_dir = out / "hypotheses"
     hyp_dir.mkdir(exist_ok=True)
     main_q = [r for r in records if r["type"] == "call" and r["phase"] == "main" and r["query_kind"] == "question"]
-    for S in config.summary_levels:
-        for k in config.ks:
+    levels, ks = metrics["summary_levels"], metrics["ks"]
+    for S in levels:
+        for k in ks:
             lines = [
                 json.dumps({"question_id": r["question_id"], "hypothesis": r["response"]}, ensure_ascii=False)
                 for r in main_q
                 if r["S"] == S and r["k"] == k
             ]
-            (hyp_dir / f"S{S}_k{k}.jsonl").write_text("\n".join(lines) + "\n")
-    shutil.copyfile(hyp_dir / f"S{config.summary_levels[0]}_k{max(config.ks)}.jsonl", out / "hypotheses.jsonl")
-    _note_k_beyond_stores(main_q, config.ks)
+            (hyp_dir / hypotheses_name(S, k)).write_text("\n".join(lines) + "\n")
+    shutil.copyfile(hyp_dir / hypotheses_name(levels[0], ks[-1]), out / "hypotheses.jsonl")
+    if ks != [None]:
+        _note_k_beyond_stores(main_q, ks)
     redact = config.redact_hypotheses or bool(run_settings(out).get("redact_hypotheses"))
     write_report(out, redact_hypotheses=redact)
     return metrics

@@ -27,7 +27,7 @@ from evaluators.sweep.config import (
 from evaluators.sweep.executors import advance_bar, run_parallel, run_ray, tempdir_under
 from evaluators.sweep.outputs import write_outputs_for
 from evaluators.sweep.results import append_unit, canonical_order, load_records, rewrite_records
-from evaluators.sweep.unit import run_unit
+from evaluators.sweep.unit import run_sweep_unit
 from graphs.designs import MemoryDesign, resolve_design
 from memkit.longmemeval import Instance
 
@@ -88,6 +88,9 @@ def run_sweep(
         WorkerDied: a worker process died (its unit is named; ``--resume`` goes on).
     """
     out = Path(out)
+    if config.target is not None:
+        return _run_target(config, out, resume=resume, progress=progress, use_cache=use_cache,
+                           write_outputs=write_outputs, cache_path=cache_path)
     specs = list(designs) if designs else [config.design]
     check_out_dir(out, "designs" if len(specs) > 1 else "sweep")
     resolved = [resolve_design(d) for d in specs]  # a bad spec fails before out is touched
@@ -127,6 +130,39 @@ def run_sweep(
         lock.release()
 
 
+def _run_target(config: SweepConfig, out: Path, *, resume: bool, progress: bool, use_cache: bool,
+                write_outputs: bool, cache_path: str | Path | None) -> dict[str, Any]:
+    """A sweep over a target (``config.target``): the same run directory, records and
+    outputs as a design's; the target's factory is imported before ``out`` is touched."""
+    from evaluators.sweep.targets import target_levels
+
+    check_out_dir(out, "sweep")
+    levels = target_levels(config)  # a bad spec fails here, before out is touched
+    say = announce if progress else (lambda _msg: None)
+    say(f"loading data ({config.data})")
+    instances = load_instances(config)
+    if config.model != "extractive":
+        from memkit.models import check_spec
+
+        say(f"checking model {config.model}")
+        check_spec(config.model, **config.model_kwargs())
+    identity = config.identity()
+    claim_out_dir(out, "sweep")
+    lock = FileLock(str(out / ".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as exc:
+        raise SweepLockedError(
+            f"another memkit sweep is writing to {out} (lock {out / '.lock'} is held); "
+            "wait for it or choose another --out"
+        ) from exc
+    try:
+        return _run_locked(config, out, instances, identity, resume, progress, None, None, use_cache,
+                           write_outputs, None, cache_path, say, levels=levels)
+    finally:
+        lock.release()
+
+
 def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign], resolved: list[MemoryDesign],
                  **kw: Any) -> dict[str, Any]:
     """Several designs: one complete run per design under ``out/<name>``, one shared
@@ -161,6 +197,7 @@ def _run_locked(
     design_obj: MemoryDesign | None = None,
     cache_override: str | Path | None = None,
     say: Any = None,
+    levels: Sequence[int | None] | None = None,
 ) -> dict[str, Any]:
     say = say or (lambda _msg: None)
     results = out / RESULTS
@@ -192,7 +229,7 @@ def _run_locked(
     if config.redact_hypotheses:
         record_setting(out, "redact_hypotheses", True)
 
-    units = [(inst, S) for inst in instances for S in config.summary_levels]
+    units = [(inst, S) for inst in instances for S in (levels if levels is not None else config.summary_levels)]
     order = {unit_id(inst.question_id, S): i for i, (inst, S) in enumerate(units)}
     if len(order) != len(units):
         raise ValueError("duplicate question_id in the data: unit ids must be unique")
@@ -220,7 +257,7 @@ def _run_locked(
     todo = [(inst, S) for inst, S in units if unit_id(inst.question_id, S) not in done]
     say(cost_line(config, instances, len(units), len(todo)))
     bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", disable=not progress,
-               desc=f"memkit sweep [{config.design}]", dynamic_ncols=True)
+               desc=f"memkit sweep [{config.target or config.design}]", dynamic_ncols=True)
     try:
         with open(results, "ab") as fh, tempdir_under(work):
             if config.executor == "ray":
@@ -230,7 +267,7 @@ def _run_locked(
                 run_ray(config, todo, cache_path, stores_dir, fh, bar, work)
             elif config.workers <= 1 or model is not None or summarizer_model is not None or design_obj is not None:
                 for inst, S in todo:
-                    recs, counts = run_unit(config, inst, S, cache_path=cache_path, model=model,
+                    recs, counts = run_sweep_unit(config, inst, S, cache_path=cache_path, model=model,
                                             summarizer_model=summarizer_model, stores_dir=stores_dir,
                                             design=design_obj)
                     append_unit(fh, recs, unit_id(inst.question_id, S), counts)
@@ -273,7 +310,7 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
     each session once at S > 0. Identical contexts and repeated prompts are served
     from the LLM cache, so these are upper bounds; ``extractive`` calls no LLM.
     """
-    from evaluators.protocol import probe_queries
+    from evaluators.runner import probe_queries
     from memkit.store import TIERS
 
     n_probes = len(probe_queries())
@@ -290,6 +327,14 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
     head = (f"{count(len(instances), 'instance')} x S={','.join(map(str, config.summary_levels))}: "
             f"{count(n_units, 'unit')}"
             + (f" ({done} already done, {n_todo} to run)" if done else ""))
+    if config.target is not None:
+        turns = max((sum(1 for _, _, ts in i.sessions() for t in ts if t.role == "user") for i in instances),
+                    default=0)
+        return (f"target {config.target}: {count(len(instances), 'instance')}, {count(n_units, 'unit')}"
+                + (f" ({done} already done, {n_todo} to run)" if done else "")
+                + f"; per unit up to {turns} feed turns, {1 + n_probes} queries per k before the forget and "
+                f"{n_probes + 1} per k after it, {n_probes} more per tier where recall can be restricted "
+                "(each one agent call)")
     if config.model == "extractive" and (config.summarizer_model or "extractive") == "extractive":
         return head + "; model-free (extractive), no LLM calls"
     return (f"{head}; up to {per_unit} LLM calls per unit ({main} main = {1 + n_probes} queries x {nk} k, "

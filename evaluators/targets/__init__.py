@@ -1,6 +1,7 @@
-"""Memory systems under audit: the target protocol (:mod:`evaluators.targets.base`),
-the runner that audits a target (:mod:`evaluators.targets.run`) and the built-in
-targets (``langgraph``, ``langmem``, ``mem0``, ``memkit``)."""
+"""Memory systems under evaluation: the target protocol (:mod:`evaluators.targets.base`),
+the one adapter from a user's agent and memory objects (:mod:`evaluators.targets.agent`,
+:mod:`evaluators.targets.stores`) and the built-in targets (``langgraph``, ``langmem``,
+``mem0``, ``memkit``). Every target runs through :func:`evaluators.runner.run_unit`."""
 
 from evaluators.targets.base import (
     BUILTIN,

@@ -25,18 +25,22 @@ module (:data:`BUILTIN`).
 
 from __future__ import annotations
 
-import importlib
 import inspect
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from memkit.matching import matcher
 
 __all__ = [
     "BUILTIN",
+    "Answer",
     "NotApplicable",
+    "Query",
+    "Recalled",
     "Surface",
     "SurfaceScan",
     "Target",
@@ -202,24 +206,95 @@ class UncheckedSurface(Surface):
         return SurfaceScan(self.name, self.status, reason=self.reason)
 
 
+@dataclass(frozen=True)
+class Query:
+    """One question to a target: ``text`` asked as ``user_id`` in the fresh
+    conversation ``thread_id``; ``k`` (memories recalled) and ``tiers`` (the tiers
+    recall may read) where the target takes them (``None``: its own setting)."""
+
+    text: str
+    user_id: str
+    thread_id: str
+    k: int | None = None
+    tiers: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """One memory a target recalled for an answer: its id, tier and text."""
+
+    id: str
+    tier: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A target's answer to a :class:`Query`: the ``response`` text, what it
+    recalled (``None`` when the target does not say) and the call's wall seconds."""
+
+    response: str
+    recalled: tuple[Recalled, ...] | None = None
+    latency_s: float = 0.0
+
+
 class Target(ABC):
-    """A memory system under audit (module doc). Subclasses implement :meth:`feed`
-    and :meth:`ask`; every other operation defaults to :class:`NotApplicable`.
+    """A memory system under evaluation (module doc). Subclasses implement
+    :meth:`feed` and :meth:`ask`; every other operation defaults to
+    :class:`NotApplicable`.
 
     Attributes:
-        name: the target's label in reports (e.g. ``langgraph[postgres]``).
+        name: the target's label in reports and records (e.g. ``langgraph[postgres]``).
+        forget_label: what its forget is called in reports (the deletion mode).
+        takes_k: :meth:`ask_many` honours :attr:`Query.k` (the sweep's k grid); a
+            target without it answers at its own k, one point of the grid.
+        tiers: the tiers :attr:`Query.tiers` can restrict recall to (FRS per tier);
+            empty when recall cannot be restricted.
+        uses_threads: the target keeps conversations (threads); records carry
+            each call's ``thread_id``.
+        reads_write: asking may write to the memory (a checkpointer keeps every
+            conversation; an agent may store what it hears). When False, the
+            runner asks its after-forget questions before it scans, so a copy can
+            be closed (its files flushed) first.
     """
 
     name: str = "target"
+    forget_label: str = "forget"
+    takes_k: bool = False
+    tiers: tuple[str, ...] = ()
+    uses_threads: bool = True
+    reads_write: bool = True
+
+    def user_id_for(self, instance: Any) -> str:
+        """The user id this target files an instance under: ``"user-"`` + its
+        ``question_id`` with ``"."`` and ``"/"`` replaced by ``"_"`` (a valid
+        LangGraph namespace label)."""
+        return "user-" + instance.question_id.replace(".", "_").replace("/", "_")
 
     @abstractmethod
     def feed(self, turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
         """Put one session (LongMemEval turn dicts ``{"role", "content"}``) into the
         user's memory, as the system does after a conversation."""
 
+    def feed_sessions(self, sessions: Sequence[tuple[str, str, list[dict[str, Any]]]], user_id: str) -> None:
+        """Every session of a user, ``(session_id, date, turns)`` in order (default:
+        :meth:`feed` each; a target may write them in one batch)."""
+        for session_id, date, turns in sessions:
+            self.feed(turns, session_id, date, user_id)
+
     @abstractmethod
     def ask(self, text: str, user_id: str, thread_id: str) -> str:
         """Answer ``text`` for ``user_id`` in a new conversation ``thread_id``."""
+
+    def ask_many(self, queries: Sequence[Query]) -> list[Answer]:
+        """Answers to ``queries``, in order (default: :meth:`ask` each, timed; a
+        target may batch them and say what it recalled)."""
+        out = []
+        for q in queries:
+            t0 = time.perf_counter()
+            text = self.ask(q.text, q.user_id, q.thread_id)
+            out.append(Answer(text, None, time.perf_counter() - t0))
+        return out
 
     def forget_secret(self, secret: str, user_id: str) -> Any:
         """Delete ``secret`` from the user's memory through the system's own API.
@@ -238,16 +313,25 @@ class Target(ABC):
         raise NotApplicable(f"{self.name} has no API to forget a user")
 
     def delete_threads(self, user_id: str) -> Any:
-        """Delete the user's conversations (checkpointer threads) the target opened.
+        """Delete the user's conversations (checkpointer threads).
 
         Raises:
             NotApplicable: the system keeps no conversations (the default).
         """
         raise NotApplicable(f"{self.name} keeps no conversations to delete")
 
+    def fork(self, workdir: Path, mode: str | None = None) -> Target:
+        """A copy of the memory in ``workdir`` whose forget runs deletion mode
+        ``mode`` (the sweep forgets each mode on its own copy).
+
+        Raises:
+            NotApplicable: the target cannot copy its memory (the default).
+        """
+        raise NotApplicable(f"{self.name} cannot copy its memory")
+
     def supports(self, operation: str) -> bool:
         """Whether the target implements ``operation`` (``forget_secret``,
-        ``forget_user``, ``delete_threads``): a subclass overrides it."""
+        ``forget_user``, ``delete_threads``, ``fork``): a subclass overrides it."""
         return getattr(type(self), operation, None) is not getattr(Target, operation, None)
 
     def surfaces(self) -> list[Surface]:
@@ -256,8 +340,13 @@ class Target(ABC):
 
     def deletion_steps(self) -> dict[str, Callable[[], Any]]:
         """Deletion steps beyond the API delete, by name, in the order they apply
-        (default none); the audit runs the ones asked for after the forget."""
+        (default none); the runner runs the ones asked for after the forget."""
         return {}
+
+    def usage(self) -> dict[str, int]:
+        """Model calls the target made and cache hits it served, where it counts
+        them: ``{"llm_calls", "cache_hits"}`` (default zeros)."""
+        return {"llm_calls": 0, "cache_hits": 0}
 
     def close(self) -> None:  # noqa: B027 - optional hook: most targets hold nothing
         """Release what the target holds (connections, servers); idempotent."""
@@ -284,10 +373,13 @@ def scan_all(surfaces: Sequence[Surface], secrets: Sequence[str]) -> dict[str, S
 
 
 def load_target(spec: str, **options: Any) -> Any:
-    """Load a target: a built-in name (:data:`BUILTIN`) or ``"package.module:factory"``.
+    """Load a target's factory result: a built-in name (:data:`BUILTIN`) or
+    ``"package.module:factory"`` (the current directory is importable,
+    :func:`memkit.runtime.import_spec`).
 
     The factory is called with the ``options`` its signature accepts (a factory with
-    ``**kwargs`` gets all of them; options it does not take are dropped).
+    ``**kwargs`` gets all of them; options it does not take are dropped). Turn the
+    result into a :class:`Target` with :func:`evaluators.targets.agent.as_target`.
 
     Args:
         spec: ``langgraph``, ``langmem``, ``mem0``, ``memkit`` or ``module:factory``.
@@ -295,30 +387,31 @@ def load_target(spec: str, **options: Any) -> Any:
             ``mode`` ...).
 
     Returns:
-        What the factory returns: a :class:`Target`, or for a user's own factory a
-        mapping with ``agent``, ``feed`` and optionally ``forget``, ``store``,
-        ``checkpointer`` (the arguments of :func:`evaluators.audit.audit`).
+        What the factory returns: a :class:`Target`; a compiled LangGraph graph; a
+        mapping with ``agent`` and optionally ``store``, ``checkpointer``, ``feed``,
+        ``forget``, ``also``, ``pgdata``; or a tuple ``(agent, feed[, forget[, store]])``.
 
     Raises:
-        ValueError: ``spec`` is neither a built-in name nor ``module:factory``.
-        ImportError: the module cannot be imported (for a built-in, the message names
+        ValueError: ``spec`` is neither a built-in name nor ``module:factory``, or
+            cannot be imported (:class:`memkit.runtime.SpecError`).
+        ImportError: a built-in target's package is not installed (the message names
             the extra to install).
-        AttributeError: the module has no such factory.
     """
+    from memkit.runtime import SpecError, import_spec
+
     path = BUILTIN.get(spec, spec)
     if ":" not in path:
         raise ValueError(f"target {spec!r}: give a built-in name ({', '.join(BUILTIN)}) or module:factory")
-    module_name, _, attr = path.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if spec in BUILTIN:
-            raise ImportError(f"target {spec!r} needs a package that is not installed ({exc.name}); "
+        factory = import_spec(path, "target")
+    except SpecError as exc:
+        cause = exc.__cause__
+        if spec in BUILTIN and isinstance(cause, ModuleNotFoundError):
+            raise ImportError(f"target {spec!r} needs a package that is not installed ({cause.name}); "
                               f"install memkit's extra for it (pip install -e '.[{spec}]' or '.[postgres]')") from exc
         raise
-    factory = getattr(module, attr, None)
-    if factory is None:
-        raise AttributeError(f"target {spec!r}: module {module_name} has no {attr!r}")
+    if not callable(factory):
+        return factory
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

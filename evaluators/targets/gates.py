@@ -1,17 +1,18 @@
 """CI gates for ``memkit audit``: ``--fail-on`` conditions over an audit's result, JUnit
 XML for CI systems, and running a target by its spec.
 
-A condition is ``residue``, ``unchecked``, or ``METRIC OP NUMBER`` (METRIC one of
-:data:`METRICS`); a metric the run did not measure (n/a) trips its condition, so CI
-never passes on a number that does not exist.
+A condition is ``residue`` (optionally narrowed: ``residue:pg_rows,checkpoint`` names
+the surfaces to gate on, ``residue:-disk_pg_wal`` gates on every surface but those),
+``unchecked`` (narrowed the same way), ``vacuous`` (the forget had nothing to remove:
+no probe extracted a canary before it and no surface held one), or ``METRIC OP
+NUMBER`` (METRIC one of :data:`METRICS`); a metric the run did not measure (n/a) trips
+its condition, so CI never passes on a number that does not exist.
 """
 
 from __future__ import annotations
 
 import operator
-import os
 import re
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,33 +23,53 @@ __all__ = ["METRICS", "Condition", "evaluate", "junit_xml", "parse_condition", "
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
         "!=": operator.ne}
 METRICS = ("aer_max", "aer_after_max", "pr", "pr_after", "frs_worst", "residue_users")
+"""Metrics a ``--fail-on`` condition may compare."""
 _COND = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([-+]?\d+(?:\.\d*)?|\.\d+)\s*$")
+_SURFACE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """A ``--fail-on`` condition: ``kind`` ``residue``, ``unchecked`` or ``metric``."""
+    """A ``--fail-on`` condition: ``kind`` ``residue``, ``unchecked``, ``vacuous`` or
+    ``metric``; ``only`` / ``exclude``: the surfaces a residue or unchecked condition
+    is narrowed to / away from."""
 
     text: str
     kind: str
     metric: str | None = None
     op: str | None = None
     value: float | None = None
+    only: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def applies(self, surface: str) -> bool:
+        """Whether the condition looks at ``surface``."""
+        return (not self.only or surface in self.only) and surface not in self.exclude
 
 
 def parse_condition(text: str) -> Condition:
-    """Parse ``residue``, ``unchecked`` or ``METRIC OP NUMBER`` (module doc).
+    """Parse a condition (module doc).
 
     Raises:
-        ValueError: anything else (the message lists the metrics).
+        ValueError: anything else (the message lists the forms and the metrics).
     """
     t = text.strip()
-    if t in ("residue", "unchecked"):
+    if t in ("residue", "unchecked", "vacuous"):
         return Condition(t, t)
+    head, sep, rest = t.partition(":")
+    if sep and head in ("residue", "unchecked"):
+        names = [x.strip() for x in rest.split(",") if x.strip()]
+        excluded = [x[1:] for x in names if x.startswith("-")]
+        included = [x for x in names if not x.startswith("-")]
+        bad = [x for x in [*excluded, *included] if not _SURFACE.match(x)]
+        if not names or bad or (excluded and included):
+            raise ValueError(f"--fail-on {text!r}: use {head}:SURFACE[,SURFACE...] or {head}:-SURFACE[,-SURFACE...] "
+                             "(e.g. residue:pg_rows,checkpoint or residue:-disk_pg_wal)")
+        return Condition(t, head, only=tuple(included), exclude=tuple(excluded))
     m = _COND.match(t)
     if not m or m.group(1) not in METRICS:
-        raise ValueError(f"--fail-on {text!r}: use 'residue', 'unchecked' or METRIC OP NUMBER with METRIC one of "
-                         f"{', '.join(METRICS)} (e.g. 'aer_max>0.2')")
+        raise ValueError(f"--fail-on {text!r}: use 'residue', 'residue:SURFACES', 'residue:-SURFACES', 'unchecked', "
+                         f"'vacuous' or METRIC OP NUMBER with METRIC one of {', '.join(METRICS)} (e.g. 'aer_max>0.2')")
     return Condition(t, "metric", m.group(1), m.group(2), float(m.group(3)))
 
 
@@ -74,16 +95,24 @@ def evaluate(result: Any, conditions: Sequence[Condition]) -> list[tuple[Conditi
     out = []
     for c in conditions:
         if c.kind == "residue":
-            if result.residue is None:
-                out.append((c, True, "no residue was measured (no forget, or no surface to scan)"))
+            if result.residue is None or not any(c.applies(s) for s in result.residue):
+                out.append((c, True, "no residue was measured on these surfaces (no forget, or no such surface)"))
                 continue
-            held = {s: k for s, k in result.residue.items() if k}
+            held = {s: k for s, k in result.residue.items() if k and c.applies(s)}
             out.append((c, bool(held), "copies remain: " + ", ".join(f"{s} ({k} users)" for s, k in held.items())
                         if held else "no surface holds a canary after the forget"))
         elif c.kind == "unchecked":
-            un = result.residue_unchecked or {}
-            out.append((c, bool(un), "not checked: " + "; ".join(f"{s} ({', '.join(r)})" for s, r in un.items())
-                        if un else "every surface was checked"))
+            un = {s: r for s, r in (result.residue_unchecked or {}).items() if c.applies(s)}
+            out.append((c, bool(un), "not checked or partly read: "
+                        + "; ".join(f"{s} ({', '.join(map(str, r))})" for s, r in un.items())
+                        if un else "every surface was read"))
+        elif c.kind == "vacuous":
+            if result.exercised is None:
+                out.append((c, True, "no forget ran, so it was not exercised"))
+            else:
+                out.append((c, not result.exercised, "the forget was exercised" if result.exercised else
+                            "the forget was not exercised: no probe extracted a canary before it and no "
+                            "surface held one (AER and FRS say nothing)"))
         else:
             v = _metric(result, c.metric or "")
             if v is None:
@@ -113,40 +142,58 @@ def junit_xml(target: str, verdicts: Sequence[tuple[Condition, bool, str]], repo
 
 
 def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope: str, steps: Sequence[str],
-               delete_threads: bool, n: int, seed: int, data: str, kind: str, n_resamples: int) -> Any:
-    """Load ``spec`` (:func:`evaluators.targets.base.load_target`) and audit it.
+               delete_threads: bool, n: int, seed: int, data: str, kind: str, n_resamples: int,
+               say: Any = None, mode_given: bool = False) -> Any:
+    """Load ``spec`` (:func:`evaluators.targets.base.load_target`), make it a target
+    (:func:`evaluators.targets.agent.as_target`: a Target, a graph, a mapping
+    ``{"agent", "store", "checkpointer", ...}`` or a tuple) and audit it.
+
+    ``mode_given``: the user chose ``mode``; a target it cannot apply to (one that
+    forgets through its own API) is refused before any work.
 
     Returns:
-        The :class:`~evaluators.audit.AuditResult` (a ``TargetAuditResult`` for a target).
+        The :class:`~evaluators.audit.AuditResult`.
 
     Raises:
-        TypeError: the factory returned something that is not a target, mapping or tuple.
+        TypeError: the factory returned something that cannot be a target.
+        ValueError: ``mode`` was chosen for a target it does not apply to.
     """
-    from evaluators.audit import audit
-    from evaluators.targets.base import Target, load_target
+    from evaluators.agents import load_audit_instances
+    from evaluators.audit import audit_plan, run_audit
+    from evaluators.targets.agent import as_target
+    from evaluators.targets.base import load_target
 
-    if ":" in spec and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # `examples.my_agent:build` from the repository root
     if spec in ("langgraph", "langmem") and options.get("backend") == "postgres" and not options.get("pg_uri"):
         # no server given: a temporary PostgreSQL 16 + pgvector (pgserver), removed after the run
         from evaluators.targets.matrix import temporary_postgres
 
+        if say:
+            say("starting a temporary PostgreSQL 16 + pgvector (pgserver)")
         with temporary_postgres() as (server, root):
             return run_target(spec, options={**options, "pg_uri": server.get_uri(), "pgdata": root}, mode=mode,
                               forget_scope=forget_scope, steps=steps, delete_threads=delete_threads, n=n,
-                              seed=seed, data=data, kind=kind, n_resamples=n_resamples)
+                              seed=seed, data=data, kind=kind, n_resamples=n_resamples, say=say,
+                              mode_given=mode_given)
+    instances = load_audit_instances(data, n, seed)
+    plan = audit_plan(forget=mode != "none", label="?", forget_scope=forget_scope, steps=steps,
+                      delete_threads=delete_threads, seed=seed, kind=kind)
+    if say:
+        say(f"building target {spec}")
     made = load_target(spec, mode=mode, **options)
-    common = {"n": n, "seed": seed, "data": data, "kind": kind, "n_resamples": n_resamples,
-              "delete_threads": delete_threads}
-    if isinstance(made, Target):
-        try:
-            return audit(made, forget=mode != "none", forget_steps=steps, forget_scope=forget_scope, **common)
-        finally:
-            made.close()
-    if isinstance(made, tuple):
-        made = dict(zip(("agent", "feed", "forget", "store"), made, strict=False))
-    if not isinstance(made, Mapping) or "agent" not in made or "feed" not in made:
-        raise TypeError(f"target {spec!r}: the factory must return a Target, a mapping with 'agent' and 'feed', "
-                        f"or a tuple (agent, feed[, forget[, store]]); got {type(made).__name__}")
-    kwargs = {k: made[k] for k in ("forget", "store", "checkpointer", "also") if made.get(k) is not None}
-    return audit(made["agent"], feed=made["feed"], forget_mode=made.get("forget_mode", mode), **kwargs, **common)
+    if isinstance(made, Mapping) and "forget_mode" not in made and mode != "none":
+        made = {**made, "forget_mode": mode}
+    try:
+        target = as_target(made)
+    except TypeError as exc:
+        raise TypeError(f"target {spec!r}: {exc}; a factory returns a Target, a compiled graph, a mapping "
+                        "{'agent', 'store', 'checkpointer', ...} or a tuple (agent, feed[, forget[, store]])") from exc
+    if isinstance(made, Mapping) and target.name == "agent":
+        target.name = spec
+    if mode_given and mode != "none" and getattr(target, "forget_label", None) != mode:
+        target.close()
+        raise ValueError(f"--mode {mode}: target {spec} does not forget with memkit's deletion modes (its forget "
+                         f"is {getattr(target, 'forget_label', '?')}); leave --mode out")
+    try:
+        return run_audit(target, instances, plan, data=data, n_resamples=n_resamples, say=say)
+    finally:
+        target.close()

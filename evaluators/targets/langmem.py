@@ -37,7 +37,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from evaluators.targets import langgraph as lg
 from memkit.matching import matcher
 
-__all__ = ["LangMemTarget", "ScriptedToolPolicy", "build"]
+__all__ = ["ScriptedToolPolicy", "build"]
 
 _REMEMBER, _FORGET, _FORGET_USER = "[remember]", "[forget]", "[forget-user]"
 _ALL = 10_000  # search limit that covers every memory of a user
@@ -106,62 +106,53 @@ class ScriptedToolPolicy(BaseChatModel):
         return AIMessage(self.answer_model.invoke(respond_prompt(task, memories)).text)
 
 
-class LangMemTarget(lg.LangGraphTarget):
-    """The LangMem agent on a backend (module doc); surfaces and steps as its backend."""
-
-    def __init__(self, base: lg.LangGraphTarget, model: Any = "extractive", k: int = 3) -> None:
-        from langgraph.prebuilt import create_react_agent
-        from langmem import create_manage_memory_tool, create_search_memory_tool
-
-        from memkit.models import chat_model
-
-        self.__dict__.update(base.__dict__)
-        self.name = base.name.replace("langgraph", "langmem")
-        ns = (lg.NAMESPACE, "{user_id}")
-        tools = [create_manage_memory_tool(namespace=ns), create_search_memory_tool(namespace=ns)]
-        policy = ScriptedToolPolicy(answer_model=chat_model(model) if isinstance(model, str) else model, k=k)
-        self.agent = create_react_agent(policy, tools, store=self.store, checkpointer=self.checkpointer,
-                                        name="langmem-agent")
-
-    def _run(self, text: str, user_id: str, thread_id: str) -> str:
-        self.threads.setdefault(user_id, set()).add(thread_id)
-        out = self.agent.invoke({"messages": [{"role": "user", "content": text}]},
-                                config={"configurable": {"thread_id": thread_id, "user_id": user_id}})
-        return out["messages"][-1].text
-
-    def feed(self, turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
-        """The agent remembers every user turn (``manage_memory`` create), in the
-        thread ``<user>:<session>``."""
-        lines = [str(t["content"]) for t in turns if t.get("role") == "user" and str(t.get("content", "")).strip()]
-        self._run(_REMEMBER + json.dumps(lines), user_id, f"{user_id}:{session_id}")
-
-    def ask(self, text: str, user_id: str, thread_id: str) -> str:
-        """The agent searches its memories and answers, in thread ``thread_id``."""
-        return self._run(text, user_id, thread_id)
-
-    def forget_secret(self, secret: str, user_id: str) -> str:
-        """The agent searches the user's memories and deletes each holding ``secret``."""
-        return self._run(f"{_FORGET} {secret}", user_id, f"memkit-forget:{uuid.uuid4().hex}")
-
-    def forget_user(self, user_id: str) -> str:
-        """The agent deletes every memory of the user; then their threads are deleted."""
-        out = self._run(_FORGET_USER, user_id, f"memkit-forget:{uuid.uuid4().hex}")
-        self.delete_threads(user_id)
-        return out
-
-
 def build(backend: str = "memory", *, pg_uri: str | None = None, pgdata: str | Path | None = None,
           workdir: str | Path | None = None, model: Any = "extractive", k: int = 3,
-          embed: Any = None, dims: int | None = None) -> LangMemTarget:
+          embed: Any = None, dims: int | None = None) -> Any:
     """The ``langmem`` target on a backend (arguments as
-    :func:`evaluators.targets.langgraph.build`).
+    :func:`evaluators.targets.langgraph.build`): LangGraph's prebuilt ReAct agent with
+    LangMem's tools, through the one adapter (:class:`evaluators.targets.agent.AgentTarget`).
 
     Raises:
         ImportError: langmem is not installed (the ``langmem`` extra).
     """
     try:
-        import langmem  # noqa: F401
+        from langmem import create_manage_memory_tool, create_search_memory_tool
     except ModuleNotFoundError as exc:
         raise ImportError("target 'langmem' needs langmem (pip install -e '.[langmem]')") from exc
-    base = lg.build(backend, pg_uri=pg_uri, pgdata=pgdata, workdir=workdir, model=model, k=k, embed=embed, dims=dims)
-    return LangMemTarget(base, model=model, k=k)
+    from langgraph.prebuilt import create_react_agent
+
+    from evaluators.targets.agent import AgentTarget
+    from memkit.models import chat_model
+
+    if backend not in lg.BACKENDS:
+        raise ValueError(f"unknown langgraph backend {backend!r}; use one of {lg.BACKENDS}")
+    embed, dims = lg.default_embed(embed, dims)
+    store, saver, closers = lg.open_backend(backend, embed, dims, pg_uri, workdir)
+    ns = (lg.NAMESPACE, "{user_id}")
+    tools = [create_manage_memory_tool(namespace=ns), create_search_memory_tool(namespace=ns)]
+    policy = ScriptedToolPolicy(answer_model=chat_model(model) if isinstance(model, str) else model, k=k)
+    agent = create_react_agent(policy, tools, store=store, checkpointer=saver, name="langmem-agent")
+    holder: dict[str, Any] = {}
+
+    def run(text: str, user_id: str, thread_id: str) -> str:
+        return holder["target"].ask(text, user_id, thread_id)
+
+    def feed(turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
+        lines = [str(t["content"]) for t in turns if t.get("role") == "user" and str(t.get("content", "")).strip()]
+        run(_REMEMBER + json.dumps(lines), user_id, f"{user_id}:{session_id}")
+
+    def forget(secret: str, user_id: str) -> str:
+        return run(f"{_FORGET} {secret}", user_id, f"memkit-forget:{uuid.uuid4().hex}")
+
+    def forget_user(user_id: str) -> str:
+        out = run(_FORGET_USER, user_id, f"memkit-forget:{uuid.uuid4().hex}")
+        holder["target"].delete_threads(user_id)
+        return out
+
+    target = AgentTarget(agent, feed=feed, forget=forget, forget_user=forget_user, forget_mode="langmem delete",
+                         store=store, checkpointer=saver, pgdata=pgdata, name=f"langmem[{backend}]",
+                         namespace_for=lambda u: (lg.NAMESPACE, u), cleanup=False)
+    holder["target"] = target
+    target.attached.closers += closers
+    return target

@@ -3,7 +3,7 @@
 For each built-in target (:data:`evaluators.targets.base.BUILTIN`; the ``langgraph``
 target on each of its backends) and each forget scope (``secret``: the target's
 ``forget_secret``; ``user``: its ``forget_user``), one audit
-(:func:`evaluators.targets.run.audit_target`) runs on a fresh instance with every
+(:func:`evaluators.audit.audit`, through the one runner) runs on a fresh instance with every
 deletion step the target has, in order. Each phase after the forget is one row:
 
 * **PR** and **AER_max** before the forget and after it (the after values are
@@ -93,7 +93,7 @@ def _postgres_target(pg_uri: str | None, pgdata: Path | None) -> Any:
     if pg_uri:
         uri = _fresh_db(pg_uri)
         target = load_target("langgraph", backend="postgres", pg_uri=uri, pgdata=pgdata)
-        target._closers.append(lambda: _drop_db(uri))
+        target.attached.closers.append(lambda: _drop_db(uri))
         return target
     ctx = temporary_postgres()
     server, root = ctx.__enter__()
@@ -102,7 +102,7 @@ def _postgres_target(pg_uri: str | None, pgdata: Path | None) -> Any:
     except BaseException:
         ctx.__exit__(None, None, None)
         raise
-    target._closers.append(lambda: ctx.__exit__(None, None, None))
+    target.attached.closers.append(lambda: ctx.__exit__(None, None, None))
     return target
 
 
@@ -135,7 +135,7 @@ def run_matrix(*, n: int = 2, seed: int = 0, pg_uri: str | None = None, pgdata: 
         ``{"rows": [...], "surfaces": [...], "markdown": str (the compact table),
         "wide": str (one column per surface), "seconds": float}``.
     """
-    from evaluators.targets.run import audit_target
+    from evaluators.audit import audit
 
     if out is not None:  # refuse a mistaken --out before the (long) matrix runs
         from evaluators.rundir import check_out_dir
@@ -153,8 +153,8 @@ def run_matrix(*, n: int = 2, seed: int = 0, pg_uri: str | None = None, pgdata: 
             try:
                 name = target.name
                 steps = list(target.deletion_steps())
-                res = audit_target(target, forget_scope=scope, steps=steps, n=n, seed=seed,
-                                   n_resamples=n_resamples)
+                res = audit(target, forget=True, forget_scope=scope, forget_steps=steps, n=n, seed=seed,
+                            n_resamples=n_resamples)
             finally:
                 target.close()
             if res.forget_na:
@@ -205,7 +205,7 @@ def _markdown(rows: list[dict[str, Any]], surfaces: list[str], n: int) -> str:
         held = [f"{s} {c}" for s, c in cells.items() if c[0].isdigit() and not c.startswith("0/")]
         clean = [s for s, c in cells.items() if c.startswith("0/") and "stale" not in c and "partly" not in c]
         unchecked = [s if c == "not checked" else f"{s} (n/a)" for s, c in cells.items() if not c[0].isdigit()]
-        unchecked += [f"{s} (partly unread, none found)" for s, c in cells.items()
+        unchecked += [f"{s} (partly read, none found)" for s, c in cells.items()
                       if c.startswith("0/") and "partly" in c]
         held += [f"{s} {c}" for s, c in cells.items() if c.startswith("0/") and "stale" in c]
         lines.append(f"| {r['target']} | {r['deletion']} | {_f(r['pr'])}→{_f(r['pr_after'])} | "

@@ -1,103 +1,205 @@
 """Built-in target ``memkit``: a memory design (:class:`graphs.designs.MemoryDesign`)
 as the sweep runs it.
 
-The design's compiled write graph stores each session at summary level ``S``
-(:func:`graphs.memory.write_sessions`, namespace = the user) in a persistent
-:class:`memkit.store.TieredMemoryStore` (Chroma in ``<workdir>/chroma``); its read
-graph answers a question from the tiers the design reads at ``S``, top ``k``.
-``forget_secret`` runs a deletion mode of :mod:`graphs.forget` (``mode``, default
-``full_purge``) in the user's namespace; ``forget_user`` deletes every chunk of the
-user's namespace (``TieredMemoryStore.delete``). Deletion step beyond them:
-``compact`` (:meth:`memkit.store.TieredMemoryStore.compact`: the Chroma directory
-rewritten so that deleted text is gone from its files). The design keeps no
-conversations (n/a).
+The design's compiled write graph stores each user's sessions at summary level ``S``
+(:func:`graphs.memory.write_sessions`, namespace = the user) in a
+:class:`memkit.store.TieredMemoryStore`; its read graph answers a question from the
+tiers the design reads at ``S`` (or the tiers a query names), top ``k``, through the
+sweep's retrieval and response memos (:class:`evaluators.sweep.read_path.ReadPath`).
+``forget_secret`` runs a deletion mode of :mod:`graphs.forget` (``mode``) in the
+user's namespace; ``forget_user`` deletes every chunk of the user's namespace.
+:meth:`MemkitDesignTarget.fork` copies the users' memory (and the LLM cache) into a
+directory for one deletion mode, as the sweep forgets each mode on its own copy.
+Deletion step: ``compact`` (:meth:`memkit.store.TieredMemoryStore.compact`). A
+design keeps no conversations (n/a), and reading writes nothing.
 
 Surfaces: every surface :func:`memkit.residue.scan` reads in a Chroma store
 (``text_raw``, ``text_summary``, ``text_other``, ``metadata``, ``stale_embedding``,
-``disk_sqlite``, ``disk_wal``, ``disk_log``, ``disk_fulltext``, ``disk_hnsw``,
-``disk_other``).
+the ``disk_*`` files) and, with an LLM cache, ``cache`` and ``cache_disk``.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from evaluators.targets.base import Surface, Target
+from evaluators.targets.base import Answer, Query, Recalled, Surface, Target
 from evaluators.targets.residue_surfaces import residue_surfaces
 
-__all__ = ["MemkitDesignTarget", "build"]
+__all__ = ["CHROMA_SURFACES", "MemkitDesignTarget", "build"]
 
-SURFACES = ("text_raw", "text_summary", "text_other", "metadata", "stale_embedding", "disk_sqlite", "disk_wal",
-            "disk_log", "disk_fulltext", "disk_hnsw", "disk_other")
+CHROMA_SURFACES = ("text_raw", "text_summary", "text_other", "metadata", "stale_embedding", "disk_sqlite",
+                   "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other")
+"""The residue surfaces of a Chroma directory."""
 
 
 class MemkitDesignTarget(Target):
-    """A memkit memory design over a persistent tiered store (module doc).
+    """A memkit memory design over a tiered store (module doc).
 
     Args:
         design: a design or its name (:func:`graphs.designs.resolve_design`).
-        workdir: where the Chroma directory lives. S: summary level 0, 1 or 2.
-        mode: the deletion mode of ``forget_secret``. model: chat model spec.
-        k: chunks per question. cleanup: remove ``workdir`` on :meth:`close`.
+        workdir: where the Chroma directory lives (``None`` with ``collection``: an
+            in-memory store, as in the sweep's main phase).
+        S: summary level 0, 1 or 2. mode: the deletion mode of ``forget_secret``.
+        model: responder model spec or object. summarizer_model: the summarizer's
+            (default ``model``). k: chunks per question when a query names none.
+        cache: an :class:`memkit.cache.LLMCache` for both models (``None``: none).
+        concurrency, rps: responder calls in flight and requests per second.
+        collection: the in-memory store's collection name.
+        name: the label in records (default ``memkit[design, S=, mode]``).
+        cleanup: remove ``workdir`` on :meth:`close`.
     """
 
-    def __init__(self, design: Any = "study", workdir: Path | None = None, *, S: int = 1, mode: str = "full_purge",
-                 model: Any = "extractive", k: int = 3, cleanup: bool = False) -> None:
+    takes_k = True
+    uses_threads = False
+    reads_write = False
+
+    def __init__(self, design: Any = "study", workdir: Path | None = None, *, S: int = 1,
+                 mode: str = "full_purge", model: Any = "extractive", summarizer_model: Any = None, k: int = 3,
+                 cache: Any = None, concurrency: int = 1, rps: float | None = None,
+                 collection: str | None = None, name: str | None = None, cleanup: bool = False,
+                 _respond: Any = None, _store: Any = None) -> None:
+        from evaluators.sweep.read_path import Responses
         from graphs.designs import resolve_design
         from graphs.forget import DELETION_MODES
-        from memkit.store import TieredMemoryStore
+        from memkit.store import TIERS, TieredMemoryStore
 
         if mode not in DELETION_MODES:
             raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
         self.design = resolve_design(design)
-        self.name = f"memkit[{self.design.name}, S={S}, {mode}]"
+        self.name = name or f"memkit[{self.design.name}, S={S}, {mode}]"
+        self.forget_label = mode
+        self.tiers = TIERS
         self.S, self.mode, self.k, self.model = S, mode, k, model
-        self.workdir, self._cleanup = workdir or Path(tempfile.mkdtemp(prefix="memkit-design-")), cleanup or workdir is None
-        self.store = TieredMemoryStore(self.workdir / "chroma", create=True)
-        self.summarizer = self.design.summarizer(model)
+        self.summarizer_model = summarizer_model if summarizer_model is not None else model
+        self.cache, self.concurrency, self.rps = cache, concurrency, rps
+        self.workdir, self._cleanup = workdir, cleanup
+        if _store is not None:
+            self.store = _store
+        elif workdir is None:
+            self.store = TieredMemoryStore(collection=collection or "memory")
+        else:
+            self.store = TieredMemoryStore(workdir / "chroma", collection=collection or "memory", create=True)
+        self.summarizer = self.design.summarizer(self.summarizer_model, cache=cache)
+        self.respond = _respond or Responses(self.design.responder(model, cache=cache),
+                                             concurrency=concurrency, rps=rps)
         self.write = self.design.write_graph(self.store, summarizer=self.summarizer)
-        self.read = self.design.read_graph(self.store, model)
+        self.kmax = k
+        self.users: list[str] = []
+        self._path: Any = None
+        self._path_kmax = 0
+
+    def user_id_for(self, instance: Any) -> str:
+        """The instance's ``question_id``: the namespace the sweep has always used."""
+        return instance.question_id
 
     def feed(self, turns: list[dict[str, Any]], session_id: str, date: str, user_id: str) -> None:
         """The design's write graph on one session, namespace ``user_id``, level ``S``."""
+        self.feed_sessions([(session_id, date, turns)], user_id)
+
+    def feed_sessions(self, sessions: Sequence[tuple[str, str, list[dict[str, Any]]]], user_id: str) -> None:
+        """Every session of a user in one write-graph invocation
+        (:func:`graphs.memory.write_sessions`)."""
         from graphs.memory import write_sessions
 
-        write_sessions(self.write, user_id, [(session_id, date, turns)], self.S)
+        if user_id not in self.users:
+            self.users.append(user_id)
+        self._path = None
+        write_sessions(self.write, user_id, list(sessions), self.S)
 
     def ask(self, text: str, user_id: str, thread_id: str) -> str:
         """The design's read graph: top ``k`` of the tiers read at ``S``."""
-        out = self.read.invoke({"query": text, "namespace": user_id, "k": self.k,
-                                "tiers": list(self.design.tiers_for(self.S))})
-        return str(out["response"])
+        return self.ask_many([Query(text, user_id, thread_id)])[0].response
+
+    def ask_many(self, queries: Sequence[Query]) -> list[Answer]:
+        """Each run of queries of one user and one tier setting through the read
+        graph: retrieval once per query at the largest k (prefixes for smaller k),
+        responses of identical contexts reused, concurrent calls where the responder
+        has them (:class:`~evaluators.sweep.read_path.ReadPath`)."""
+        from evaluators.sweep.read_path import ReadPath
+
+        kmax = max([q.k for q in queries if q.k is not None] + [self.k, self.kmax])
+        if self._path is None or self._path_kmax < kmax:
+            self._path, self._path_kmax = ReadPath(self.design, self.store, self.respond, kmax), kmax
+        path = self._path
+        out: list[Answer] = []
+        for (user, tiers), group in groupby(queries, key=lambda q: (q.user_id, q.tiers)):
+            batch = list(group)
+            tiers = tuple(tiers) if tiers is not None else tuple(self.design.tiers_for(self.S))
+            texts = list(dict.fromkeys(q.text for q in batch))
+            ks = sorted({q.k or self.k for q in batch})
+            path.retrievals.prime(texts, tiers, user)
+            latency_of = path.prefetch(texts, ks, tiers, user)
+            for q in batch:
+                k = q.k or self.k
+                chunks, response, latency = path.read(q.text, k, tiers, user)
+                latency = latency_of.get((q.text, k), latency)
+                out.append(Answer(response, tuple(Recalled(c.id, c.tier, c.text) for c in chunks), latency))
+        return out
 
     def forget_secret(self, secret: str, user_id: str) -> Any:
         """:func:`graphs.forget.forget` with ``mode`` in the user's namespace."""
         from graphs.forget import forget
 
-        return forget(self.store, secret, self.mode, namespace=user_id, S=self.S, summarizer=self.summarizer)
+        self._path = None
+        return forget(self.store, secret, self.mode, namespace=user_id, S=self.S, summarizer=self.summarizer,
+                      cache=self.cache)
 
     def forget_user(self, user_id: str) -> list[str]:
         """Delete every chunk of the user's namespace."""
+        self._path = None
         return self.store.delete([c.id for c in self.store.chunks(namespace=user_id)])
 
+    def fork(self, workdir: Path, mode: str | None = None) -> MemkitDesignTarget:
+        """The users' chunks copied into a persistent store in ``workdir/chroma`` and
+        the LLM cache into ``workdir/llm_cache.sqlite`` (so purging it measures what
+        the mode removes without touching the run's cache); its forget runs ``mode``.
+        The copy shares the response memo (identical contexts are answered once)."""
+        from memkit.cache import LLMCache
+        from memkit.store import TieredMemoryStore
+
+        copy = TieredMemoryStore(workdir / "chroma", collection="memory")
+        try:
+            for user in self.users:
+                self.store.copy_namespace(user, user, target=copy)
+        except BaseException:
+            copy.close()
+            raise
+        cache = None
+        if self.cache is not None:
+            shutil.copyfile(self.cache.path, workdir / "llm_cache.sqlite")
+            cache = LLMCache(workdir / "llm_cache.sqlite")
+        forked = MemkitDesignTarget(self.design, workdir, S=self.S, mode=mode or self.mode, model=self.model,
+                                    summarizer_model=self.summarizer_model, k=self.k, cache=cache,
+                                    name=self.name, _respond=self.respond, _store=copy)
+        forked.kmax, forked.users = self.kmax, list(self.users)
+        return forked
+
     def surfaces(self) -> list[Surface]:
-        """The residue surfaces of the store (module doc)."""
-        return residue_surfaces(lambda: self.store, SURFACES, check_embeddings=True)
+        """The residue surfaces of the store, and of the LLM cache when there is one
+        (module doc)."""
+        names = [*CHROMA_SURFACES, *(("cache", "cache_disk") if self.cache is not None else ())]
+        caches = [self.cache.path] if self.cache is not None else []
+        return residue_surfaces(lambda: self.store, names, cache_paths=lambda: caches, check_embeddings=True)
 
     def deletion_steps(self) -> dict[str, Callable[[], Any]]:
         """``compact``: rewrite the Chroma directory."""
         return {"compact": self.store.compact}
 
+    def usage(self) -> dict[str, int]:
+        """LLM calls sent (cache misses) and cache hits of the target's cache."""
+        if self.cache is None:
+            return {"llm_calls": 0, "cache_hits": 0}
+        return {"llm_calls": self.cache.misses, "cache_hits": self.cache.hits}
+
     def close(self) -> None:
         """Close the store; remove a temporary working directory."""
-        if self.store is not None:
-            self.store.close()
-            self.store = None  # type: ignore[assignment]
-        if self._cleanup:
+        self.store.close()  # idempotent; a closed copy is still scanned through its directory
+        if self._cleanup and self.workdir is not None:
             self._cleanup = False
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -109,12 +211,15 @@ def build(design: Any = "study", *, workdir: str | Path | None = None, S: int = 
     Raises:
         ValueError: unknown design or deletion mode; a non-empty ``workdir``.
     """
-    root = None
     if workdir is not None:
         root = Path(workdir)
         if root.exists() and any(root.iterdir()):
             raise ValueError(f"memkit workdir {root} is not empty; give a new directory")
         root.mkdir(parents=True, exist_ok=True)
+        cleanup = False
+    else:
+        root = Path(tempfile.mkdtemp(prefix="memkit-design-"))
+        cleanup = True
     if mode == "none":
         mode = "full_purge"  # `memkit audit --mode none` skips the forget; the target still needs a mode
-    return MemkitDesignTarget(design, root, S=S, mode=mode, model=model, k=k)
+    return MemkitDesignTarget(design, root, S=S, mode=mode, model=model, k=k, cleanup=cleanup)

@@ -17,39 +17,53 @@ __all__ = ["residue_surfaces"]
 
 
 def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: Callable[[], Sequence[Any]] = tuple,
-                     checkpointer: Any = None, check_embeddings: bool = False) -> list[Surface]:
+                     cache_paths: Callable[[], Sequence[Any]] = tuple, checkpointer: Any = None,
+                     check_embeddings: bool = False) -> list[Surface]:
     """Surfaces ``names`` (of :data:`memkit.residue.SURFACES`) of a residue scan.
+
+    One secret is scanned as :func:`memkit.residue.scan` scans it; several in one
+    multi-secret pass (``secrets=``), each hit going to the secret it copies (a stale
+    vector, which copies no one secret, is ``unattributed``). A surface the scan could
+    not read is ``not_checked``; one it read in part keeps its hits and says so in
+    ``partial`` (never clean).
 
     Args:
         target: returns what :func:`memkit.residue.scan` scans (a ``TieredMemoryStore``
             or a Chroma directory), called at scan time.
         names: the residue surfaces to report.
         also: returns the side files to scan with it.
+        cache_paths: returns the LLM-cache files to scan with it (``cache`` surfaces).
         checkpointer: a LangGraph checkpointer for the ``checkpoint`` surface.
         check_embeddings: run the ``stale_embedding`` check (re-embeds every document).
     """
     from memkit.residue import scan
 
-    cache: dict[str, Any] = {}
+    cache: dict[tuple[str, ...], Any] = {}
 
-    def reports(secrets: Sequence[str], first: bool) -> dict[str, Any]:
-        if first or set(cache) != set(secrets):
+    def report(secrets: Sequence[str], first: bool) -> Any:
+        key = tuple(secrets)
+        if first or key not in cache:
             cache.clear()
-            for s in secrets:
-                cache[s] = scan(target(), s, also=list(also()), checkpointer=checkpointer,
-                                check_embeddings=check_embeddings)
-        return cache
+            kw = {"also": list(also()), "cache_paths": list(cache_paths()), "checkpointer": checkpointer,
+                  "check_embeddings": check_embeddings}
+            cache[key] = (scan(target(), key[0], **kw) if len(key) == 1 else scan(target(), secrets=list(key), **kw))
+        return cache[key]
 
     def surface(name: str, first: bool) -> Callable[[Sequence[str]], SurfaceScan]:
         def run(secrets: Sequence[str]) -> SurfaceScan:
-            got = reports(secrets, first)
-            out = SurfaceScan(name)
-            reasons = [r for rep in got.values() for r in rep.unchecked.get(name, [])]
-            if reasons:
-                return SurfaceScan(name, "not_checked", reason="; ".join(dict.fromkeys(reasons)))
-            for s, rep in got.items():
-                for hit in rep.surfaces.get(name, []):
-                    out.add(s, hit.location)
+            rep = report(secrets, first)
+            reasons = "; ".join(dict.fromkeys(rep.unchecked.get(name, []))) or None
+            hits = rep.surfaces.get(name, [])
+            if reasons and not hits:
+                return SurfaceScan(name, "not_checked", reason=reasons)
+            out = SurfaceScan(name, partial=reasons)
+            for hit in hits:
+                if len(secrets) == 1:
+                    out.add(secrets[0], hit.location)
+                elif hit.secret_index is None:
+                    out.unattributed.append(hit.location)
+                else:
+                    out.add(secrets[hit.secret_index], hit.location)
             return out
 
         return run
