@@ -474,7 +474,7 @@ def _postgres(embed: Embeddings, dims: int, pg_uri: str | None = None, pgdata: s
             got = cache[key][surface]
             if not got.readable:
                 return SurfaceScan(surface, "not_checked", reason=got.reason)
-            out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.notes) or None)
+            out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.partial) or None)
             for s, locs in got.hits.items():
                 for loc in locs:
                     out.add(s, loc)
