@@ -176,7 +176,7 @@ def test_compressed_value_after_store_delete_and_vacuum_full(srv):
     found in the heap (live, then as a deleted tuple) and in the WAL, also after
     VACUUM FULL + CHECKPOINT + pg_switch_wal; never in the raw bytes grep reads."""
     uri, pgdata = srv
-    secret = "PGLZ-MAUVE-88231"
+    secret, outside = "PGLZ-MAUVE-88231", "PGLZ-UMBER-11902"
     rng = random.Random(1)
     text = f"{_words(rng, 900)} my token is {secret} {_words(rng, 300)}"
     dsn = _db(uri, "compressed")
@@ -184,9 +184,19 @@ def test_compressed_value_after_store_delete_and_vacuum_full(srv):
     audit = psycopg.connect(dsn, autocommit=True)
     try:
         store.put(("memories", "u1"), "k1", {"content": text})
+        # large enough that even compressed it goes to the TOAST table: compressed chunks
+        store.put(("memories", "u1"), "k2", {"content": f"{_words(rng, 6000)} {outside} {_words(rng, 6000)}"})
         audit.execute("CHECKPOINT")
+        toast = audit.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'store'").fetchone()
+        assert audit.execute("SELECT pg_column_compression(value) FROM store WHERE key = 'k2'").fetchone()[0] == "pglz"
+        assert audit.execute(f"SELECT count(*) FROM {toast[0]}").fetchone()[0] >= 2  # out of line, in chunks
+        assert _grep(_files(pgdata), outside.encode()) == 0
+        scans = surfaces_pg.scan_disk(audit, pgdata, TABLES, [outside])
+        assert _copies(scans, "disk_pg_toast", outside) == 1 and "pglz]" in scans["disk_pg_toast"].hits[outside][0]
+        assert _copies(scans, "disk_pg_wal", outside) >= 1 and scans["disk_pg_toast"].complete
         ctid, method, size = audit.execute(
-            "SELECT ctid::text, pg_column_compression(value), pg_column_size(value) FROM store").fetchone()
+            "SELECT ctid::text, pg_column_compression(value), pg_column_size(value) FROM store WHERE key = 'k1'"
+        ).fetchone()
         rel = audit.execute("SELECT pg_relation_filepath('store')").fetchone()[0]
         assert method == "pglz"
         assert _grep(_files(pgdata), secret.encode()) == 0  # only compressed bytes on disk
@@ -197,8 +207,11 @@ def test_compressed_value_after_store_delete_and_vacuum_full(srv):
         assert _copies(surfaces_pg.scan_disk(audit, pgdata, TABLES, [secret]), "disk_pg_heap", secret) == 1
 
         store.delete(("memories", "u1"), "k1")
+        store.delete(("memories", "u1"), "k2")
         audit.execute("CHECKPOINT")
         assert audit.execute("SELECT count(*) FROM store").fetchone()[0] == 0
+        dead = surfaces_pg.scan_disk(audit, pgdata, TABLES, [outside])  # the dead chunks, decompressed
+        assert _copies(dead, "disk_pg_toast", outside) == 1 and "deleted" in dead["disk_pg_toast"].hits[outside][0]
         assert body in (pgdata / rel).read_bytes()  # the dead tuple keeps the compressed bytes
         scans = surfaces_pg.scan_disk(audit, pgdata, TABLES, [secret])
         assert _copies(scans, "disk_pg_heap", secret) == 1
@@ -217,6 +230,9 @@ def test_compressed_value_after_store_delete_and_vacuum_full(srv):
         assert any(body in p.read_bytes() for p in _files(pgdata / "pg_wal"))  # still in the WAL ...
         assert len(wal.hits.get(secret, [])) >= 1 and wal.decoded["WAL records"] > 0  # ... and memkit says so
         assert all("pglz value" in loc for loc in wal.hits[secret])
+        after = surfaces_pg.scan_disk(audit, pgdata, TABLES, [outside])
+        assert _copies(after, "disk_pg_toast", outside) == 0 and after["disk_pg_toast"].complete
+        assert _copies(after, "disk_pg_wal", outside) >= 1  # the chunk inserts, reassembled and decompressed
     finally:
         audit.close()
         conn.close()
@@ -442,3 +458,118 @@ def test_cli_residue_on_a_postgres_database(srv, tmp_path):
         assert isinstance(res.exception, SystemExit), res.exception  # no traceback
         assert res.stderr.count("\n") == 1 and says in res.stderr, (args, res.stderr)
     assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.timeout(120)
+def test_wal_records_and_page_images_as_pg_waldump_reads_them(srv_waldir):
+    """memkit's WAL reader decodes as many records as pg_waldump reads from the first
+    segment, and as many full-page images as it saves (a WAL with no recycled
+    segment, so both read the same records)."""
+    from memkit.pg_wal import read_wal
+
+    uri, _, elsewhere = srv_waldir
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS w (id int, v text)")
+        conn.execute("CHECKPOINT")
+        conn.execute("INSERT INTO w SELECT i, repeat('x', i % 50) FROM generate_series(1, 500) i")
+        conn.execute("CHECKPOINT")
+    segments = sorted(p for p in elsewhere.iterdir() if p.is_file() and len(p.name) == 24)
+    bindir = Path(__import__("pgserver").__file__).parent / "pginstall" / "bin"
+    stats = subprocess.run([str(bindir / "pg_waldump"), "-p", str(elsewhere), "--stats", segments[0].name],
+                           capture_output=True, text=True, timeout=60)
+    total = next(int(line.split()[1]) for line in stats.stdout.splitlines() if line.startswith("Total"))
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([str(bindir / "pg_waldump"), "-p", str(elsewhere), "--save-fullpage", out, segments[0].name],
+                       capture_output=True, timeout=60)
+        saved = len(os.listdir(out))
+    wal = read_wal([(p, p.name) for p in segments])
+    try:
+        assert wal.records == total > 0
+        assert wal.images_plain + len(wal.images) == saved > 0
+        assert all(im.page is not None and len(im.page) == 8192 for im in wal.images)
+        assert wal.fragment_bytes == 0 and wal.cut_images == 0 and wal.unknown == []
+    finally:
+        wal.close()
+
+
+@pytest.mark.timeout(120)
+def test_wal_of_a_version_memkit_does_not_know_is_partly_read(srv_waldir, tmp_path):
+    """A WAL file whose pages carry a magic memkit does not know: its bytes are matched
+    raw, its records are not decoded, and ``disk_pg_wal`` says so."""
+    from memkit.pg_decode import DiskDecoder
+    from memkit.pg_wal import read_wal
+    from memkit.surfaces_pg import DISK_SURFACES, _wal_sources
+
+    _, _, elsewhere = srv_waldir
+    seg = sorted(p for p in elsewhere.iterdir() if p.is_file() and len(p.name) == 24)[0]
+    data = bytearray(seg.read_bytes())
+    for off in range(0, len(data), 8192):
+        if data[off: off + 2] == struct.pack("<H", 0xD113):  # PostgreSQL 16's XLOG_PAGE_MAGIC
+            data[off: off + 2] = struct.pack("<H", 0xD1F0)
+    (tmp_path / seg.name).write_bytes(bytes(data))
+    wal = read_wal([(tmp_path / seg.name, "pg_wal/" + seg.name)])
+    try:
+        assert wal.unknown == ["pg_wal/" + seg.name] and wal.records == 0
+        dec = DiskDecoder(["ANY-SECRET-1"], DISK_SURFACES)
+        _wal_sources(dec, wal, "off")
+        scan = dec.finish()["disk_pg_wal"]
+    finally:
+        wal.close()
+    assert not scan.complete and any("memkit does not decode" in line for line in scan.partial)
+
+
+def test_lz4_values_decode_with_the_lz4_package_and_are_partly_read_without_it():
+    """A varlena compressed with lz4 (method 1 in va_tcinfo), as a server built with
+    lz4 writes it: decoded by PyPI's lz4; without it, reported as not decoded."""
+    import lz4.block
+
+    from memkit.pg_decode import DiskDecoder
+    from memkit.pg_pages import compressed_datums
+
+    secret = "LZ4-CERISE-3003"
+    value = (f"note {secret} " + "the same words again " * 300).encode()
+    body = lz4.block.compress(value, store_size=False)
+    datum = struct.pack("<II", (len(body) + 8) << 2 | 2, len(value) | 1 << 30) + body
+    page = bytes(1000) + datum + bytes(8192 - 1000 - len(datum))
+    found = list(compressed_datums(page))
+    assert [(d.offset, d.method, d.value) for d in found] == [(1000, "lz4", value)]
+    assert [d.error for d in compressed_datums(page, lz4=False)] == ["the lz4 package is not installed"]
+    # lz4 keeps literals together: the secret is also in the compressed bytes as they are;
+    # decoded, that raw copy is the decoded one (counted once); undecoded, it is all
+    # memkit can count, and the surface is partly read
+    for lz4_ok, where in ((True, "page@1000 [lz4 value]"), (False, "page@1015")):
+        dec = DiskDecoder([secret], ["disk_pg_heap"])
+        dec.lz4 = lz4_ok
+        dec.read("disk_pg_heap", page, dec.source(lambda o: f"page@{o}", lambda s, n: page[s: s + n]))
+        scan = dec.finish()["disk_pg_heap"]
+        assert scan.hits == {secret: [where]} and scan.complete is lz4_ok, scan.partial
+
+
+def _chunk_record(chunk_id: int, seq: int, data: bytes) -> bytes:
+    """A TOAST chunk tuple as an XLOG_HEAP_INSERT record carries it: xl_heap_header
+    (t_infomask2 = 3 attributes, t_infomask = HEAP_HASVARWIDTH | HEAP_XMAX_INVALID,
+    t_hoff = 24), the tuple from offset 23 (one pad byte), chunk_id, chunk_seq, bytea."""
+    return (struct.pack("<HHB", 3, 0x0802, 24) + b"\x00" + struct.pack("<IiI", chunk_id, seq, (len(data) + 4) << 2)
+            + data)
+
+
+def test_toast_chunks_whose_first_chunk_is_gone_are_partly_read():
+    """Chunks of a value whose first chunk and pointer are gone cannot say whether the
+    value was compressed: read at their boundaries, and reported as partly read. With
+    the first chunk (uncompressed text) present, the value is read in full."""
+    from memkit.pg_decode import DiskDecoder
+
+    secret = "CHUNK-SEPIA-2718"
+    rng = random.Random(11)
+    text = (_noise(rng, 1990) + secret + _noise(rng, 3000)).encode()
+    parts = [text[i: i + 1996] for i in range(0, len(text), 1996)]
+    for first in (True, False):
+        stream = b"".join(b"\xff" * 40 + _chunk_record(77001, k, p) for k, p in enumerate(parts) if first or k)
+        dec = DiskDecoder([secret], ["disk_pg_wal"])
+        dec.read("disk_pg_wal", stream, dec.source(lambda o: f"wal@{o}", lambda s, n, b=stream: b[s: s + n]),
+                 pages=False)
+        scan = dec.finish()["disk_pg_wal"]
+        assert len(scan.hits.get(secret, [])) == (1 if first else 0)
+        assert scan.complete is first, scan.partial
+        if not first:
+            assert "first chunk and pointer are gone" in scan.partial[0]
