@@ -183,6 +183,28 @@ class DiskDecoder:
         self.surfaces = {s: _Surface(PgScan(s)) for s in surfaces}
         self.pointers: dict[int, ToastPointer] = {}
         self._keys = 0
+        self._decoded: dict[bytes, bytes | str] = {}  # the same compressed bytes in several files
+        self._cached = 0
+
+    def decompress(self, method: str, data: Any, rawsize: int) -> bytes:
+        """:func:`memkit.pg_pages.decompress`, remembering what bytes of 256 or more
+        decode to (a catalog value is in its file and in the WAL's page images; up to
+        64 MB of results are kept)."""
+        if len(data) < 256:
+            return decompress(method, data, rawsize)
+        key = hashlib.blake2b(data, digest_size=16, person=method.encode()).digest() + rawsize.to_bytes(4, "little")
+        got = self._decoded.get(key)
+        if got is None:
+            try:
+                got = decompress(method, data, rawsize)
+            except DecodeError as exc:
+                got = str(exc)  # not the exception: its traceback would hold the caller's buffers
+            if self._cached < 64 << 20:
+                self._decoded[key] = got
+                self._cached += len(got)
+        if isinstance(got, str):
+            raise DecodeError(got)
+        return got
 
     def source(self, label: Callable[[int], str], read: Callable[[int, int], bytes]) -> Source:
         """A new :class:`Source`."""
@@ -225,7 +247,7 @@ class DiskDecoder:
         if raw:
             for s, e, hit in self._hits(surface, data, "", seam, source.label):
                 sf.raw.append((source.key, s, e, hit))
-        for d in compressed_datums(data, max_size=self.blcksz, lz4=self.lz4):
+        for d in compressed_datums(data, max_size=self.blcksz, lz4=self.lz4, aligned=pages, decode=self.decompress):
             if seam is not None and not d.offset < seam < d.offset + d.size:
                 continue
             if d.value is None:
@@ -333,7 +355,7 @@ class DiskDecoder:
         value = None
         try:
             if complete:
-                value = decompress(name, body[4:], raw)
+                value = self.decompress(name, memoryview(body)[4:], raw)
             elif name == "pglz" and body:
                 value = pglz_decompress(body[4:], raw, complete=False)
         except (DecodeError, ImportError) as exc:

@@ -26,8 +26,9 @@ candidate in unrelated bytes is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,21 @@ class DecodeError(ValueError):
     """Bytes that are not a valid stream of the claimed compression method."""
 
 
+def _segments(ctrl: int) -> tuple[tuple[bool, int], ...]:
+    """A control byte as runs, low bit first: ``(is_tag, count)``."""
+    out: list[tuple[bool, int]] = []
+    for i in range(8):
+        tag = bool(ctrl >> i & 1)
+        if out and out[-1][0] == tag:
+            out[-1] = (tag, out[-1][1] + 1)
+        else:
+            out.append((tag, 1))
+    return tuple(out)
+
+
+_RUNS = tuple(_segments(c) for c in range(256))
+
+
 def pglz_decompress(src: bytes | memoryview, rawsize: int, *, complete: bool = True) -> bytes:
     """Decompress PostgreSQL's pglz format (``src/common/pg_lzcompress.c``).
 
@@ -87,50 +103,47 @@ def pglz_decompress(src: bytes | memoryview, rawsize: int, *, complete: bool = T
         DecodeError: a tag that points before the start of the output or past the
             end of the input, or (``complete``) sizes that do not match.
     """
-    src = bytes(src)
-    out = bytearray()
-    sp, n = 0, len(src)
-    while sp < n and len(out) < rawsize:
+    out = bytearray()  # grown as it is written: most candidates fail within a few bytes
+    sp = dp = 0
+    n = len(src)
+    while sp < n and dp < rawsize:
         ctrl = src[sp]
         sp += 1
-        if ctrl == 0 and len(out) + 8 <= rawsize and sp + 8 <= n:  # eight literals
-            out += src[sp: sp + 8]
-            sp += 8
-            continue
-        for _ in range(8):
-            if sp >= n or len(out) >= rawsize:
+        for tag, count in _RUNS[ctrl]:
+            if sp >= n or dp >= rawsize:
                 break
-            if ctrl & 1:
-                if sp + 2 > n:
+            if not tag:  # `count` literal bytes
+                k = min(count, n - sp, rawsize - dp)
+                out += src[sp: sp + k]
+                sp += k
+                dp += k
+                continue
+            for _ in range(count):
+                if sp >= n or dp >= rawsize:
+                    break
+                if sp + 2 > n or (src[sp] & 0x0F == 0x0F and sp + 3 > n):
                     if complete:
                         raise DecodeError("pglz: tag past the end of the input")
                     return bytes(out)
-                b0, b1 = src[sp], src[sp + 1]
-                sp += 2
+                b0 = src[sp]
+                off = (b0 & 0xF0) << 4 | src[sp + 1]
                 length = (b0 & 0x0F) + 3
-                off = ((b0 & 0xF0) << 4) | b1
+                sp += 2
                 if length == 18:
-                    if sp >= n:
-                        if complete:
-                            raise DecodeError("pglz: tag past the end of the input")
-                        return bytes(out)
                     length += src[sp]
                     sp += 1
-                if off == 0 or off > len(out):
+                if off == 0 or off > dp:
                     raise DecodeError(f"pglz: offset {off} before the start of the output")
-                length = min(length, rawsize - len(out))
-                start = len(out) - off
+                if length > rawsize - dp:
+                    length = rawsize - dp
+                start = dp - off
                 if off >= length:
                     out += out[start: start + length]
                 else:  # the copy overlaps what it writes: the last `off` bytes repeat
-                    piece = bytes(out[start:])
-                    out += (piece * (length // off + 1))[:length]
-            else:
-                out.append(src[sp])
-                sp += 1
-            ctrl >>= 1
-    if complete and (len(out) != rawsize or sp != n):
-        raise DecodeError(f"pglz: {sp} of {n} input bytes make {len(out)} of {rawsize} output bytes")
+                    out += (out[start:dp] * (length // off + 1))[:length]
+                dp += length
+    if complete and (dp != rawsize or sp != n):
+        raise DecodeError(f"pglz: {sp} of {n} input bytes make {dp} of {rawsize} output bytes")
     return bytes(out)
 
 
@@ -207,12 +220,42 @@ def _u32(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
             | (a[idx + 2].astype(np.uint32) << 16) | (a[idx + 3].astype(np.uint32) << 24))
 
 
+_TRAILING_ZEROS = np.array([8] + [(c & -c).bit_length() - 1 for c in range(1, 256)], dtype=np.int64)
+
+
+def _pglz_start_ok(a: np.ndarray, idx: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Whether the pglz stream of each candidate (data at ``idx + 8``) can start as
+    PostgreSQL's does: its first tag (after the literals its first one or two control
+    bytes announce) copies from at most as far back as those literals reach, and
+    not from offset 0."""
+    n = len(a)
+    end = idx.astype(np.int64) + size
+    ok = np.ones(len(idx), dtype=bool)
+    base, written = idx.astype(np.int64) + 8, np.zeros(len(idx), dtype=np.int64)
+    for _ in range(2):  # two control bytes: up to 16 literals before the first tag
+        ctrl_at = np.minimum(base, n - 1)
+        ctrl = a[ctrl_at]
+        t = _TRAILING_ZEROS[ctrl]
+        tag = base + 1 + t
+        has_tag = (ctrl != 0) & (tag + 1 < end)
+        b0 = a[np.minimum(tag, n - 1)]
+        b1 = a[np.minimum(tag + 1, n - 1)].astype(np.int64)
+        ok &= ~has_tag | (((b0 & 0xF0) == 0) & (b1 >= 1) & (b1 <= written + t))
+        done = ctrl != 0
+        written = np.where(done, written, written + 8)
+        base = np.where(done, base, base + 9)
+        if done.all():
+            break
+    return ok
+
+
 def _as_array(data: bytes | bytearray | memoryview) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
 
 
 def compressed_datums(data: bytes | bytearray | memoryview, *, max_size: int = BLCKSZ,
-                      lz4: bool | None = None) -> Iterator[CompressedDatum]:
+                      lz4: bool | None = None, aligned: bool = False,
+                      decode: Callable[[str, Any, int], bytes] = decompress) -> Iterator[CompressedDatum]:
     """Every compressed varlena in ``data`` that decodes, at any offset.
 
     A candidate has a 4-byte compressed header (``(h & 3) == 2``) of a size that fits
@@ -225,6 +268,10 @@ def compressed_datums(data: bytes | bytearray | memoryview, *, max_size: int = B
         max_size: the largest stored size looked for (an inline datum fits in a page).
         lz4: whether lz4 datums can be decoded (default: :func:`lz4_available`); when
             not, lz4 candidates come back with ``value=None`` and ``error``.
+        aligned: ``data`` is whole pages, so a datum with a 4-byte header starts on a
+            4-byte boundary (variable-length types align to at least 4, PostgreSQL
+            manual, "CREATE TYPE"); False: any offset (a WAL record stream).
+        decode: :func:`decompress` or a function that answers like it (a cache).
 
     Yields:
         :class:`CompressedDatum` in offset order.
@@ -234,11 +281,14 @@ def compressed_datums(data: bytes | bytearray | memoryview, *, max_size: int = B
     a = _as_array(data)
     n = len(a)
     skip_to = 0
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
     for lo in range(0, max(n - 12, 0), _BLOCK):
         hi = min(lo + _BLOCK, n - 12)
         seg = a[lo: hi + 12]
         m = ((seg[:hi - lo] & 3) == 2) & (seg[2: hi - lo + 2] == 0) & (seg[3: hi - lo + 3] == 0)
         idx = np.nonzero(m)[0] + lo
+        if aligned:
+            idx = idx[idx % 4 == 0]
         if not len(idx):
             continue
         size = (a[idx].astype(np.uint32) | (a[idx + 1].astype(np.uint32) << 8)) >> 2
@@ -251,18 +301,18 @@ def compressed_datums(data: bytes | bytearray | memoryview, *, max_size: int = B
         method = tc >> 30
         stored = size - 8
         ok = (method <= 1) & (raw >= 32) & (raw >= stored) & (raw <= stored * 255 + 16)
-        ok &= (method == 1) | ((a[idx + 8] & 1) == 0)  # pglz: the first item is a literal
+        ok &= (method == 1) | _pglz_start_ok(a, idx, size)
         for o, s, r, mt in zip(idx[ok].tolist(), size[ok].tolist(), raw[ok].tolist(), method[ok].tolist(),
                                strict=True):
             if o < skip_to:
                 continue
             name = METHODS[mt]
-            body = data[o + 8: o + s]
+            body = view[o + 8: o + s]
             if name == "lz4" and not lz4:
                 yield CompressedDatum(o, s, name, r, None, "the lz4 package is not installed")
                 continue
             try:
-                value = decompress(name, body, r)
+                value = decode(name, body, r)
             except DecodeError:
                 continue
             skip_to = o + s
@@ -305,17 +355,18 @@ def toast_chunks(data: bytes | bytearray | memoryview, *, max_chunk: int = TOAST
     first = 24 if pages else 6
     for lo in range(first, max(n - 12, first), _BLOCK):
         hi = min(lo + _BLOCK, n - 12)
-
-        def at(d: int, lo: int = lo, hi: int = hi) -> np.ndarray:
-            return a[lo + d: hi + d]
-
-        m = (at(-2) == 24) & (at(-6) == 3) & ((at(-5) & 0x07) == 0) & ((at(-4) & 1) == 0)
-        m &= (at(7) == 0) & (at(6) < 0x10) & ((at(8) & 3) == 0) & (at(10) == 0) & (at(11) == 0)
-        if pages:
-            m &= ((at(-8) | at(-7)) != 0) & (at(-7) < 8) & ((at(-24) | at(-23) | at(-22) | at(-21)) != 0)
-        idx = np.nonzero(m)[0] + lo
+        idx = np.nonzero(a[lo - 2: hi - 2] == 24)[0] + lo  # t_hoff: the rarest byte first
         if pages:
             idx = idx[idx % 8 == 0]
+        if not len(idx):
+            continue
+        m = (a[idx - 6] == 3) & ((a[idx - 5] & 0x07) == 0) & ((a[idx - 4] & 1) == 0)
+        m &= (a[idx + 7] == 0) & (a[idx + 6] < 0x10) & ((a[idx + 8] & 3) == 0) & (a[idx + 10] == 0)
+        m &= a[idx + 11] == 0
+        if pages:
+            m &= ((a[idx - 8] | a[idx - 7]) != 0) & (a[idx - 7] < 8)
+            m &= (a[idx - 24] | a[idx - 23] | a[idx - 22] | a[idx - 21]) != 0
+        idx = idx[m]
         if not len(idx):
             continue
         cid = _u32(a, idx)

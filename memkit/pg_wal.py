@@ -35,6 +35,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -212,16 +213,24 @@ def _image_method(info: int, version: int) -> str | None:
     return "unknown" if info & ~0x03 else None
 
 
-@dataclass
-class _Block:
-    rel: tuple[int, int, int]
-    block: int
-    fork: int
-    image_len: int = 0
+class _Block(NamedTuple):
+    image_len: int
+    data_len: int
     hole_offset: int = 0
     hole_length: int = 0
     method: str | None = None
-    data_len: int = 0
+    rel: tuple[int, int, int] = (0, 0, 0)
+    block: int = 0
+    fork: int = 0
+
+
+_unpack_bh = struct.Struct("<BH").unpack_from
+_unpack_img = struct.Struct("<HHB").unpack_from
+_unpack_h = struct.Struct("<H").unpack_from
+_unpack_i = struct.Struct("<I").unpack_from
+_unpack_rel = struct.Struct("<III").unpack_from
+_unpack_q = struct.Struct("<Q").unpack_from
+_HEAD = struct.Struct("<IIQBBHIBB")  # XLogRecord, then the first block id and a short data length
 
 
 def _decode_headers(rec: bytes, total: int, version: int, blcksz: int) -> tuple[list[_Block], int]:
@@ -242,7 +251,7 @@ def _decode_headers(rec: bytes, total: int, version: int, blcksz: int) -> tuple[
                 pos += 1
                 break
             if bid == 254:
-                datatotal += struct.unpack_from("<I", rec, pos)[0]
+                datatotal += _unpack_i(rec, pos)[0]
                 pos += 4
                 break
             if bid == 253:
@@ -254,38 +263,47 @@ def _decode_headers(rec: bytes, total: int, version: int, blcksz: int) -> tuple[
             if bid > 32 or bid <= max_id:
                 raise DecodeError(f"block id {bid}")
             max_id = bid
-            flags, dlen = struct.unpack_from("<BH", rec, pos)
+            flags, dlen = _unpack_bh(rec, pos)
             pos += 3
             if bool(flags & 0x20) != bool(dlen):
                 raise DecodeError("block data length does not match its flag")
-            b = _Block((0, 0, 0), 0, flags & 0x0F, data_len=dlen)
             datatotal += dlen
-            if flags & 0x10:
-                b.image_len, b.hole_offset, info = struct.unpack_from("<HHB", rec, pos)
-                pos += 5
-                b.method = _image_method(info, version)
-                has_hole = bool(info & 0x01)
-                if b.method and has_hole:
-                    b.hole_length = struct.unpack_from("<H", rec, pos)[0]
-                    pos += 2
-                elif has_hole:
-                    b.hole_length = blcksz - b.image_len
-                if has_hole and (b.hole_offset == 0 or b.hole_length == 0 or b.image_len == blcksz):
-                    raise DecodeError("image hole")
-                if not has_hole and b.hole_offset:
-                    raise DecodeError("image hole offset without a hole")
-                if (b.method and b.image_len >= blcksz) or (not b.method and not has_hole and b.image_len != blcksz):
-                    raise DecodeError("image length")
-                datatotal += b.image_len
+            if not flags & 0x10:  # no image: only the relation and block number follow
+                if not flags & 0x80:
+                    rel = _unpack_rel(rec, pos)
+                    pos += 12
+                elif rel is None:
+                    raise DecodeError("SAME_REL without a previous relation")
+                pos += 4
+                if pos > len(rec):
+                    raise DecodeError("record headers cut off")
+                blocks.append(_Block(0, dlen))
+                continue
+            image_len, hole_offset, info = _unpack_img(rec, pos)
+            pos += 5
+            method = _image_method(info, version)
+            has_hole = bool(info & 0x01)
+            hole_length = 0
+            if method and has_hole:
+                hole_length = _unpack_h(rec, pos)[0]
+                pos += 2
+            elif has_hole:
+                hole_length = blcksz - image_len
+            if has_hole and (hole_offset == 0 or hole_length == 0 or image_len == blcksz):
+                raise DecodeError("image hole")
+            if not has_hole and hole_offset:
+                raise DecodeError("image hole offset without a hole")
+            if (method and image_len >= blcksz) or (not method and not has_hole and image_len != blcksz):
+                raise DecodeError("image length")
+            datatotal += image_len
             if not flags & 0x80:
-                rel = struct.unpack_from("<III", rec, pos)
+                rel = _unpack_rel(rec, pos)
                 pos += 12
             elif rel is None:
                 raise DecodeError("SAME_REL without a previous relation")
-            b.rel = rel
-            b.block = struct.unpack_from("<I", rec, pos)[0]
+            block = _unpack_i(rec, pos)[0]
             pos += 4
-            blocks.append(b)
+            blocks.append(_Block(image_len, dlen, hole_offset, hole_length, method, rel, block, flags & 0x0F))
     except (IndexError, struct.error) as exc:
         raise DecodeError("record headers cut off") from exc
     if pos + datatotal != total:
@@ -335,15 +353,16 @@ class _Walker:
                 return b"".join(parts), pieces, False
             page, pos = nxt, nxt.header
 
-    def _cover(self, pieces: list[tuple[_Page, int, int]], lo: int = 0, hi: int | None = None) -> None:
-        """Mark bytes ``[lo, hi)`` of a record (given by its pieces) as read."""
-        at = 0
+    def _cover(self, pieces: list[tuple[_Page, int, int]]) -> None:
+        """Mark a record's bytes (given by its pieces) as read; a piece that starts
+        within 8 bytes (alignment padding) of the last one extends it."""
         for page, start, n in pieces:
-            a, b = max(lo, at), min(at + n, hi if hi is not None else at + n)
-            if a < b:
-                off = page.offset + start + (a - at)
-                self.covered[page.file].append((off, off + b - a))
-            at += n
+            off = page.offset + start
+            spans = self.covered[page.file]
+            if spans and 0 <= off - spans[-1][1] < 8:
+                spans[-1] = (spans[-1][0], off + n)
+            else:
+                spans.append((off, off + n))
 
     def _spans(self, pieces: list[tuple[_Page, int, int]], lo: int, hi: int) -> list[tuple[int, int, int]]:
         """``(file index, stream start, stream end)`` of record bytes ``[lo, hi)``."""
@@ -358,39 +377,77 @@ class _Walker:
         return out
 
     def walk(self, page: _Page, pos: int) -> None:
-        while True:
-            f = self.files[page.file]
-            bs = f.blcksz
-            self.entered.add((page.file, page.offset))
-            if pos >= bs:
-                nxt = self._next(page, None)
-                if nxt is None or nxt.info & _CONTRECORD:
+        f = self.files[page.file]
+        self.entered.add((page.file, page.offset))
+        data, bs, spans = f.data, f.blcksz, self.covered[page.file]
+        head = _HEAD.unpack_from
+        records = 0
+        try:
+            while True:
+                if pos >= bs:
+                    nxt = self._next(page, None)
+                    if nxt is None or nxt.info & _CONTRECORD:
+                        return
+                    page, pos = nxt, nxt.header
+                    f = self.files[page.file]
+                    data, bs, spans = f.data, f.blcksz, self.covered[page.file]
+                    self.entered.add((page.file, page.offset))
+                    continue
+                off = page.offset + pos
+                if pos + 26 <= bs:
+                    total, _, prev, _, _, _, _, first, short = head(data, off)
+                    if prev >= page.addr + pos:
+                        return  # not a record: xl_prev must point back
+                else:
+                    total, first, short = _unpack_i(data, off)[0], -1, -1
+                if total < _REC or total > _MAX_RECORD:
+                    return  # end of the WAL (zeros) or not a record
+                if pos + total <= bs:  # the whole record on this page
+                    if first == 255 and total == 26 + short:  # main data only: nothing to decode
+                        blocks, payload = (), 26
+                    elif first == 0 and short & 0x90 == 0 and pos + 46 <= bs and (
+                            bool(short & 0x20) == bool(dlen := _unpack_h(data, off + 26)[0])) and (
+                            total == 44 + dlen or (data[off + 44] == 255 and total == 46 + dlen + data[off + 45])):
+                        blocks, payload = (), 0  # one block, its data, no image (the common record)
+                    else:
+                        rec = data[off: off + total]
+                        try:
+                            blocks, payload = _decode_headers(rec, total, page.version, bs)
+                        except DecodeError:
+                            return
+                    records += 1
+                    if spans and 0 <= off - spans[-1][1] < 8:
+                        spans[-1] = (spans[-1][0], off + total)
+                    else:
+                        spans.append((off, off + total))
+                    if blocks and any(b.image_len for b in blocks):
+                        self._images(rec, blocks, payload, [(page, pos, total)], page, pos, bs)
+                    pos = (pos + total + 7) & ~7
+                    continue
+                rec, pieces, complete = self._gather(page, pos, total)
+                if len(rec) < 16 or _unpack_q(rec, 8)[0] >= page.addr + pos:
                     return
-                page, pos = nxt, nxt.header
-                continue
-            total = struct.unpack_from("<I", f.data, page.offset + pos)[0]
-            lsn = page.addr + pos
-            if total < _REC or total > _MAX_RECORD:
-                return
-            rec, pieces, complete = self._gather(page, pos, total)
-            if len(rec) < 16 or struct.unpack_from("<Q", rec, 8)[0] >= lsn:
-                return  # xl_prev must point back
-            try:
-                blocks, payload = _decode_headers(rec, total, page.version, bs)
-            except DecodeError:
+                try:
+                    blocks, payload = _decode_headers(rec, total, page.version, bs)
+                except DecodeError:
+                    if not complete:
+                        self._cut(rec, total, page, pieces)
+                    return
                 if not complete:
                     self._cut(rec, total, page, pieces)
-                return
-            if not complete:
-                self._cut(rec, total, page, pieces)
-                return
-            self.out.records += 1
-            self._cover(pieces)
-            for p, _, _ in pieces:
-                self.entered.add((p.file, p.offset))
-            self._images(rec, blocks, payload, pieces, page, pos, bs)
-            last, start, n = pieces[-1]
-            page, pos = last, _maxalign(start + n)
+                    return
+                records += 1
+                self._cover(pieces)
+                for p, _, _ in pieces:
+                    self.entered.add((p.file, p.offset))
+                if blocks and any(b.image_len for b in blocks):
+                    self._images(rec, blocks, payload, pieces, page, pos, bs)
+                last, start, n = pieces[-1]
+                page, f = last, self.files[last.file]
+                data, bs, spans = f.data, f.blcksz, self.covered[page.file]
+                pos = _maxalign(start + n)
+        finally:
+            self.out.records += records
 
     def _images(self, rec: bytes, blocks: list[_Block], at: int, pieces: list, page: _Page, pos: int,
                 bs: int) -> None:
