@@ -287,8 +287,8 @@ class DiskDecoder:
                 return ("pglz", raw)
             except DecodeError:
                 return (None, 0)
-        if method == 1 and raw > len(first) - 4 and self.lz4:
-            return ("lz4?", raw)
+        if method == 1 and raw > len(first) - 4:  # lz4 cannot be tried on a first chunk alone
+            return ("lz4?", raw) if self.lz4 else None
         return (None, 0)
 
     def _first_chunks(self) -> dict[int, bytes]:
@@ -318,20 +318,25 @@ class DiskDecoder:
                 first = refs[min(refs)][0]
                 self._compressed_value(surface, vid, kind, refs, last, first.source.label(first.start))
                 continue
-            if kind is None:
+            if kind is None and vid in firsts:
+                sf.undecoded["TOAST values that may be lz4-compressed: the lz4 package is not installed"] += 1
+            elif kind is None:
                 sf.undecoded[("TOAST chunks of values whose first chunk and pointer are gone "
                               "(compressed or not cannot be told)")] += sum(len(v) for v in refs.values())
             sf.decoded["TOAST values"] += 1
-            for k in range(last):  # copies across a chunk boundary
-                for a in refs.get(k, ()):
-                    for b in refs.get(k + 1, ()):
-                        if a.length < self.max_chunk:
-                            continue
-                        window = a.tail + b.head
-                        for _, _, hit in self._hits(surface, window, "", len(a.tail)):
-                            sf.scan.add(PgHit(hit.secret, f"{a.source.label(a.start + a.length - len(a.tail))} "
-                                                          f"[TOAST value {vid}, chunks {k}|{k + 1}]",
-                                              hit.kind, hit.snippet))
+            self._seams(surface, vid, refs, last)
+
+    def _seams(self, surface: str, vid: int, refs: dict[int, list[_ChunkRef]], last: int) -> None:
+        """Copies across each boundary of an uncompressed value's chunks ``k|k+1``."""
+        sf = self.surfaces[surface]
+        for k in range(last):
+            for a in refs.get(k, ()):
+                for b in refs.get(k + 1, ()):
+                    if a.length < self.max_chunk:
+                        continue
+                    for _, _, hit in self._hits(surface, a.tail + b.head, "", len(a.tail)):
+                        sf.scan.add(PgHit(hit.secret, f"{a.source.label(a.start + a.length - len(a.tail))} "
+                                                      f"[TOAST value {vid}, chunks {k}|{k + 1}]", hit.kind, hit.snippet))
 
     def _compressed_value(self, surface: str, vid: int, kind: tuple[str | None, int],
                           refs: dict[int, list[_ChunkRef]], last: int, where: str) -> None:
@@ -358,12 +363,16 @@ class DiskDecoder:
                 value = self.decompress(name, memoryview(body)[4:], raw)
             elif name == "pglz" and body:
                 value = pglz_decompress(body[4:], raw, complete=False)
-        except (DecodeError, ImportError) as exc:
+        except ImportError:
+            sf.undecoded[f"compressed TOAST values ({name}): the {name} package is not installed"] += 1
+            return
+        except DecodeError:
             if method.endswith("?"):  # a guess from its first bytes: read as uncompressed
                 self.pointers.pop(vid, None)
                 sf.decoded["TOAST values"] += 1
+                self._seams(surface, vid, refs, last)
                 return
-            sf.undecoded[f"compressed TOAST values ({name}) that do not decode ({type(exc).__name__})"] += 1
+            sf.undecoded[f"compressed TOAST values ({name}) that do not decode"] += 1
             return
         if not complete and (after or name != "pglz"):
             sf.undecoded[f"TOAST chunks after a missing chunk of a compressed ({name}) value"] += max(after, 1)

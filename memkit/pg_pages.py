@@ -454,6 +454,8 @@ def describe_offset(page: bytes | memoryview, offset: int, *, blcksz: int = BLCK
         lp = int.from_bytes(page[24 + 4 * (n - 1): 28 + 4 * (n - 1)], "little")
         off, flags, length = lp & 0x7FFF, (lp >> 15) & 3, lp >> 17
         if length and off <= offset < off + length:
+            if special < blcksz:  # an index page (heap pages have no special space)
+                return f"lp {n} (index tuple{'' if flags == 1 else ', ' + _LP_STATES[flags]})"
             if flags != 1:
                 return f"lp {n} ({_LP_STATES[flags]})"
             xmax = int.from_bytes(page[off + 4: off + 8], "little")

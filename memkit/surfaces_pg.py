@@ -20,7 +20,8 @@ surface           what is read
                   and its 1 GB segments ``.1``, ``.2`` ...): live and dead tuples
 ``disk_pg_index`` the files of their indexes (btree keys, pgvector indexes)
 ``disk_pg_toast`` the files of their TOAST tables and TOAST indexes
-``disk_pg_wal``   every file under ``pg_wal`` (segments, recycled ones too)
+``disk_pg_wal``   every file under ``pg_wal`` (followed when it is a link;
+                  segments, recycled ones too, read as records)
 ``disk_pg_other`` every other file of the data directory (other relations such as
                   ``pg_statistic``, files of relations a ``VACUUM FULL`` replaced,
                   the server's log)
@@ -329,6 +330,17 @@ def _read_file(dec: DiskDecoder, surface: str, path: Path, label: str, pages: bo
         dec.read(surface, mm, source)
 
 
+def _read_or_count(dec: DiskDecoder, surface: str, path: Path, label: str, pages: bool) -> None:
+    """:func:`_read_file`; a file that cannot be read is counted as not read (one
+    removed while the directory was walked, a temporary file, is skipped)."""
+    try:
+        _read_file(dec, surface, path, label, pages)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        dec.undecoded(surface, f"files not readable here ({label}: {exc.strerror or exc})")
+
+
 def _walk(top: Path) -> Iterator[Path]:
     """Regular files under ``top`` (symbolic links to directories not followed)."""
     for dirpath, _, files in os.walk(top):
@@ -476,7 +488,7 @@ def scan_disk(
         for rel in rels:
             for path in _segments(root, rel):
                 claimed.add(path.resolve())
-                _read_file(dec, surface, path, str(path.relative_to(root)), surface != "disk_pg_index")
+                _read_or_count(dec, surface, path, str(path.relative_to(root)), surface != "disk_pg_index")
     wal_dir = (root / "pg_wal").resolve()
     wal = _read_wal(dec, root, _setting(conn, "wal_compression"))
     tops = [(root, root)]
@@ -492,13 +504,7 @@ def scan_disk(
             seen.add(rp)
             label = str(shown_as.relative_to(root) / path.relative_to(real)) if real != root else str(
                 path.relative_to(root))
-            try:
-                _read_file(dec, "disk_pg_other", path, label, False)
-            except (PermissionError, FileNotFoundError) as exc:  # a file removed while walking
-                if isinstance(exc, PermissionError):
-                    out_other = dec.surfaces["disk_pg_other"].scan
-                    out_other.readable = False
-                    out_other.reason = f"cannot read {label}: {exc.strerror}"
+            _read_or_count(dec, "disk_pg_other", path, label, False)
     try:
         out = dec.finish()
     finally:
