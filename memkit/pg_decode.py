@@ -305,7 +305,7 @@ class DiskDecoder:
         for vid, seqs in sorted(sf.chunks.items()):
             kind = self._compressed(vid, firsts.get(vid))
             refs = {k: list(v.values()) for k, v in seqs.items()}
-            if kind is None:
+            if kind is None and vid not in firsts:
                 # neither first chunk nor pointer: keep full chunks and those after a full
                 # one (the rest of a value); a lone short "last chunk" is not evidence of one
                 refs = {k: v for k, v in refs.items()

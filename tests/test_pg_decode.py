@@ -529,6 +529,7 @@ def test_wal_of_a_version_memkit_does_not_know_is_partly_read(srv_waldir, tmp_pa
     assert not scan.complete and any("memkit does not decode" in line for line in scan.partial)
 
 
+@pytest.mark.timeout(60)
 def test_lz4_values_decode_with_the_lz4_package_and_are_partly_read_without_it():
     """A varlena compressed with lz4 (method 1 in va_tcinfo), as a server built with
     lz4 writes it: decoded by PyPI's lz4; without it, reported as not decoded."""
@@ -564,6 +565,7 @@ def _chunk_record(chunk_id: int, seq: int, data: bytes) -> bytes:
             + data)
 
 
+@pytest.mark.timeout(60)
 def test_toast_chunks_whose_first_chunk_is_gone_are_partly_read():
     """Chunks of a value whose first chunk and pointer are gone cannot say whether the
     value was compressed: read at their boundaries, and reported as partly read. With
