@@ -5,7 +5,9 @@ Starts a real PostgreSQL 16 + pgvector (pgserver, the ``postgres`` extra), write
 deletes it through the API, and times, in the same run:
 
 * memkit: :func:`memkit.surfaces_pg.scan_disk` (every file of the data directory,
-  every spelling of the secret, by surface; after its ``CHECKPOINT``);
+  every spelling of the secret, by surface, with what PostgreSQL encoded decoded:
+  compressed values, TOAST chunks, WAL records and page images; after its
+  ``CHECKPOINT``);
 * baseline: ``grep -r -c -F SECRET DATADIR`` (GNU grep, one exact spelling) after a
   ``CHECKPOINT``.
 

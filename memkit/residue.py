@@ -194,14 +194,22 @@ class ResidueReport:
             was given, and the CLI and :meth:`to_dict` say which were not.
         coverage: one :class:`~memkit.coverage.FileCoverage` per file and container
             member read (module doc); those not fully covered are in ``unchecked``.
+        names: the surfaces this report counts, in order (default :data:`SURFACES`,
+            a Chroma directory's; a PostgreSQL database's are
+            :data:`memkit.pg_residue.PG_SURFACES`).
     """
 
     target: str
-    surfaces: dict[str, list[Hit]] = field(default_factory=lambda: {s: [] for s in SURFACES})
+    surfaces: dict[str, list[Hit]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unchecked: dict[str, list[str]] = field(default_factory=dict)
     not_given: list[str] = field(default_factory=list)
     coverage: list[FileCoverage] = field(default_factory=list)
+    names: tuple[str, ...] = SURFACES
+
+    def __post_init__(self) -> None:
+        for s in self.names:
+            self.surfaces.setdefault(s, [])
 
     def cover(self, record: FileCoverage) -> None:
         """Record what was read of one file; one not fully covered is listed in
@@ -220,7 +228,7 @@ class ResidueReport:
         (per surface, non-zero only)}]`` for every secret, in the order given."""
         rows = [{"index": i, "secret": label, "total": 0, "counts": {}}
                 for i, label in enumerate(self.secret_labels)]
-        for surface in SURFACES:
+        for surface in self.names:
             for h in self.surfaces.get(surface, []):
                 if h.secret_index is not None and h.secret_index < len(rows):
                     row = rows[h.secret_index]
@@ -230,7 +238,7 @@ class ResidueReport:
 
     def skip(self, surface: str, reason: str) -> None:
         """Record that ``surface`` was not (fully) checked, and why."""
-        if surface not in SURFACES:
+        if surface not in self.names:
             raise ValueError(f"unknown surface {surface!r}")
         self.unchecked.setdefault(surface, [])
         if reason not in self.unchecked[surface]:
@@ -240,8 +248,8 @@ class ResidueReport:
             self.notes.append(note)
 
     def counts(self) -> dict[str, int]:
-        """Number of hits per surface, zeros included, in :data:`SURFACES` order."""
-        return {s: len(self.surfaces.get(s, [])) for s in SURFACES}
+        """Number of hits per surface, zeros included, in :attr:`names` order."""
+        return {s: len(self.surfaces.get(s, [])) for s in self.names}
 
     @property
     def total(self) -> int:
@@ -273,7 +281,7 @@ class ResidueReport:
             "counts": self.counts(),
             "unchecked": {k: list(v) for k, v in self.unchecked.items()},
             "not_given": list(self.not_given),
-            "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in SURFACES},
+            "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in self.names},
             "notes": list(self.notes),
             "coverage_summary": coverage_summary(self.coverage),
             "coverage": [r.to_dict() for r in self.coverage],
@@ -285,8 +293,8 @@ class ResidueReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     def add(self, hit: Hit) -> None:
-        """Record a hit (its surface must be in :data:`SURFACES`)."""
-        if hit.surface not in SURFACES:
+        """Record a hit (its surface must be in :attr:`names`)."""
+        if hit.surface not in self.names:
             raise ValueError(f"unknown surface {hit.surface!r}")
         self.surfaces.setdefault(hit.surface, []).append(hit)
 

@@ -287,10 +287,53 @@ def test_cli_audits_langgraph_on_postgres_end_to_end(pg_server, pg_db, embedder)
 
 
 @pytest.mark.timeout(120)
+def test_users_postgres_store_in_the_schema_of_its_search_path(pg_server, pg_db):
+    """A deployment whose URI sets ``search_path=agent``: the user's own PostgresStore and
+    PostgresSaver create their tables there, and memkit, given only the objects, reads
+    the live rows and heap files there (not in ``public``)."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+
+    from evaluators.targets.agent import as_target
+    from evaluators.targets.langgraph import build_graphs
+
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA agent")
+    sep = "&" if "?" in pg_db else "?"
+    uri = f"{pg_db}{sep}options=-csearch_path%3Dagent"
+    opts = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    with psycopg.connect(uri, **opts) as sconn, psycopg.connect(uri, **opts) as cconn:
+        store = PostgresStore(sconn, index={"dims": 8, "embed": DeterministicFakeEmbedding(size=8),
+                                            "fields": ["content"]})
+        store.setup()
+        saver = PostgresSaver(cconn)
+        saver.setup()
+        agent, writer = build_graphs(store, saver)
+        with as_target({"agent": agent, "store": store, "checkpointer": saver, "cleanup": False,
+                        "feed": lambda t, s, d, u: writer.invoke(
+                            {"turns": t, "session_id": s, "date": d, "user_id": u},
+                            config={"configurable": {"thread_id": f"{u}:{s}", "user_id": u}})}) as target:
+            _plant(target)
+            scans = scan_all(target.surfaces(), [S1])
+        with psycopg.connect(pg_db) as conn:
+            assert conn.execute("SELECT to_regclass('public.store')").fetchone()[0] is None
+            assert conn.execute("SELECT count(*) FROM agent.store WHERE value::text LIKE %s",
+                                (f"%{S1}%",)).fetchone()[0] >= 1
+            conn.execute("CHECKPOINT")
+            heap = conn.execute("SELECT pg_relation_filepath('agent.store')").fetchone()[0]
+        assert scans["pg_rows"].copies(S1) >= 1
+        assert any(loc.startswith("agent.store:") for loc in scans["pg_rows"].hits[S1])
+        grep = (pg_server.pgdata / heap).read_bytes().count(S1.encode())
+        assert grep >= 1 and sum(heap in loc for loc in scans["disk_pg_heap"].hits[S1]) == grep
+
+
+@pytest.mark.timeout(120)
 def test_postgres_toast_and_compressed_values(pg_server, pg_db):
     """A large value PostgreSQL cannot compress goes to the TOAST table as it is
-    (found there byte by byte); one it compresses is not readable in the files, and
-    the disk surfaces say so instead of calling it clean."""
+    (found there byte by byte); one it compresses is in no file as bytes (grep), and
+    the disk surfaces decompress it (pg_column_compression says pglz)."""
     import random
 
     import psycopg
@@ -311,8 +354,17 @@ def test_postgres_toast_and_compressed_values(pg_server, pg_db):
         target.store.put(("memories", U1), "squeezed", {"content": f"token {squeezed} " + "the same words again " * 400})
         scans = scan_all(target.surfaces(), [squeezed])
         assert scans["pg_rows"].copies(squeezed) == 1
-        assert all(scans[x].copies(squeezed) == 0 for x in DISK)  # compressed: not in the files as bytes ...
-        assert all("compressed" in scans[x].partial for x in DISK)  # ... so none of them is clean
+        with psycopg.connect(pg_db, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+            schema = conn.execute("SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                  "WHERE c.relname = 'store' AND c.relkind = 'r'").fetchone()[0]
+            assert conn.execute(f"SELECT pg_column_compression(value) FROM \"{schema}\".store "
+                                "WHERE key = 'squeezed'").fetchone()[0] == "pglz"
+        files = [p for p in pg_server.pgdata.rglob("*") if p.is_file()]
+        assert sum(p.read_bytes().count(squeezed.encode()) for p in files) == 0  # compressed: no bytes to grep ...
+        assert scans["disk_pg_heap"].copies(squeezed) == 1  # ... memkit decompresses the value in the heap
+        assert scans["disk_pg_wal"].copies(squeezed) >= 1  # and in the WAL record that inserted it
+        assert scans["disk_pg_heap"].partial is None
 
 
 @pytest.mark.timeout(120)

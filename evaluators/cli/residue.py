@@ -1,5 +1,6 @@
 """``memkit residue PATH SECRET``: where does a secret still live? (the scan itself is
-:func:`memkit.residue.scan`)."""
+:func:`memkit.residue.scan`; for ``memkit residue postgresql://... SECRET``,
+:func:`memkit.pg_residue.scan_database`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import typer
 
 from memkit.containers import Limits
 from memkit.coverage import coverage_summary
-from memkit.residue import SURFACES, NotAChromaDirectory, ResidueReport, scan
+from memkit.residue import NotAChromaDirectory, ResidueReport, scan
 
 
 def _print_report(report: ResidueReport, limit: int) -> None:
@@ -43,7 +44,7 @@ def _print_report(report: ResidueReport, limit: int) -> None:
         if len(left) > limit:
             t.add_row("", f"... {len(left) - limit} more", "", "")
         console.print(t)
-    for s in SURFACES:
+    for s in report.names:
         hits = report.surfaces.get(s, [])
         if not hits:
             continue
@@ -74,18 +75,79 @@ def _print_report(report: ResidueReport, limit: int) -> None:
         console.print(f"[bold red]{report.total} copies remain[/]")
 
 
+def _is_pg(path: str) -> bool:
+    from memkit.pg_residue import is_postgres_uri
+
+    return is_postgres_uri(path)
+
+
+def _secrets(secret: str | None, secrets_file: Path | None, user_turns: Path | None, user: str | None) -> list[str]:
+    """The secrets given as SECRET, --secrets-file or --user-turns.
+
+    Raises:
+        ValueError: none or several of them, or an empty file.
+    """
+    if (secret is not None) + (secrets_file is not None) + (user_turns is not None) != 1:
+        raise ValueError("give exactly one of SECRET, --secrets-file, --user-turns")
+    if secrets_file is not None:
+        many = [x for x in Path(secrets_file).read_text(encoding="utf-8").splitlines() if x.strip()]
+        if not many:
+            raise ValueError(f"{secrets_file}: no secrets (one per line)")
+        return many
+    if user_turns is not None:
+        from memkit.fingerprint import fingerprint, load_turns
+
+        mine, theirs, canaries = load_turns(user_turns, user)
+        many = fingerprint(mine, others=theirs, canaries=canaries)
+        if not many:
+            raise ValueError(f"{user_turns}: the user's turns yield no fingerprint")
+        return many
+    assert secret is not None
+    return [secret]
+
+
+def _residue_pg(uri: str, secret: str | None, secrets_file: Path | None, user_turns: Path | None,
+                user: str | None, pgdata: Path | None, table: list[str], schema: list[str], checkpoint: bool,
+                other: dict[str, bool], as_json: bool, limit: int) -> None:
+    """``memkit residue postgresql://...``: the report, and exit 0/1/3 (2 on bad input)."""
+    from memkit.pg_residue import PgConnectError, scan_database
+
+    try:
+        given = [k for k, v in other.items() if v]
+        if given:
+            raise ValueError(f"{', '.join(given)} cannot be used with a postgresql:// URI")
+        secrets = _secrets(secret, secrets_file, user_turns, user)
+        report = scan_database(uri, secrets, pgdata=pgdata, tables=table or None, schemas=schema or None,
+                               flush=checkpoint)
+    except (PgConnectError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"memkit residue: error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OSError as exc:
+        typer.echo(f"memkit residue: error: cannot read the data directory: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(report.to_json())
+    else:
+        _print_report(report, limit)
+    raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])
+
+
 def register(app: typer.Typer) -> None:
-    """Register ``memkit residue PATH SECRET [--json] [--cache FILE ...]`` on ``app``.
+    """Register ``memkit residue PATH SECRET [--json] [--cache FILE ...]`` (and
+    ``memkit residue postgresql://... SECRET [--pgdata DIR] [--table T] [--schema S]``)
+    on ``app``.
 
     Exit status: 0 when every surface was checked and no copy remains, 1 when any
-    copy remains, 2 for a path that is not a Chroma directory or another input error,
-    3 when no copy was found but some surface could not be checked (the report lists
+    copy remains, 2 for a path that is not a Chroma directory, a PostgreSQL URI that
+    is malformed or cannot be reached, or another input error, 3 when no copy was
+    found but some surface could not be checked or decoded in full (the report lists
     which and why).
     """
 
     @app.command("residue")
     def residue(
-        path: Path = typer.Argument(None, help="Chroma persist directory to scan (or --run/--unit/--mode)."),
+        path: str = typer.Argument(None, help="Chroma persist directory to scan, or a PostgreSQL database "
+                                              "(postgresql://user@host/db), or --run/--unit/--mode."),
         secret: str = typer.Argument(
             None, help="The string to look for; '-' reads it from stdin (keeps it out of shell "
                        "history). Omit it with --secrets-file or --user-turns."
@@ -119,6 +181,18 @@ def register(app: typer.Typer) -> None:
             help="Decompress at most this many MiB of one container member (larger: not checked)."),
         max_depth: int = typer.Option(
             Limits.max_depth, "--max-depth", help="Open containers nested at most this deep."),
+        pgdata: Path = typer.Option(
+            None, "--pgdata", help="postgresql://: the server's data directory on this machine, whose files "
+                                   "(heap, index, TOAST, WAL, all others) are read and decoded; default: "
+                                   "SHOW data_directory when it is readable here."),
+        table: list[str] = typer.Option(
+            [], "--table", help="postgresql://: scan only this table (NAME as search_path finds it, or "
+                                "SCHEMA.NAME; repeatable). Default: every table the role can read."),
+        schema: list[str] = typer.Option(
+            [], "--schema", help="postgresql://: scan only the tables of this schema (repeatable)."),
+        checkpoint: bool = typer.Option(
+            False, "--checkpoint", help="postgresql://: run CHECKPOINT first, so that the files hold what the "
+                                        "server's shared buffers hold (superuser or pg_checkpoint)."),
     ) -> None:
         """Find every copy of SECRET left in a Chroma directory (and LLM caches).
 
@@ -126,7 +200,23 @@ def register(app: typer.Typer) -> None:
         UTF-8, UTF-16 and UTF-32 (containers opened) and no copy remains; 1 when any
         copy remains; 2 on bad input; 3 when no copy was found but some surface or
         file was not (fully) checked (the report says which and why).
+
+        With a PostgreSQL URI: every table's live rows (SQL), and with the data
+        directory the heap, index, TOAST, WAL and other files, decoded as PostgreSQL
+        wrote them (compressed values, TOAST chunks, WAL records and page images).
         """
+        pg_only = {"--pgdata": pgdata is not None, "--table": bool(table), "--schema": bool(schema),
+                   "--checkpoint": checkpoint}
+        if path is not None and _is_pg(path):
+            if secret == "-":
+                secret = sys.stdin.readline().rstrip("\n")
+            _residue_pg(path, secret, secrets_file, user_turns, user, pgdata, table, schema, checkpoint,
+                        {"--run": run is not None, "--cache": bool(cache), "--also": bool(also)}, as_json, limit)
+            return
+        if any(pg_only.values()):
+            typer.echo(f"memkit residue: error: {', '.join(k for k, v in pg_only.items() if v)} only with a "
+                       "postgresql:// URI", err=True)
+            raise typer.Exit(2)
         if run is not None:  # the kept store and its planted canary (memkit/kept_store.py)
             from memkit.kept_store import KeptStoreError, kept_store
 
@@ -142,24 +232,11 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
-        many: list[str] | None = None
         try:
-            if (secret is not None) + (secrets_file is not None) + (user_turns is not None) != 1:
-                raise ValueError("give exactly one of SECRET, --secrets-file, --user-turns")
-            if secrets_file is not None:
-                lines = Path(secrets_file).read_text(encoding="utf-8").splitlines()
-                many = [x for x in lines if x.strip()]
-                if not many:
-                    raise ValueError(f"{secrets_file}: no secrets (one per line)")
-            elif user_turns is not None:
-                from memkit.fingerprint import fingerprint, load_turns
-
-                mine, theirs, canaries = load_turns(user_turns, user)
-                many = fingerprint(mine, others=theirs, canaries=canaries)
-                if not many:
-                    raise ValueError(f"{user_turns}: the user's turns yield no fingerprint")
+            given = _secrets(secret, secrets_file, user_turns, user)
+            many = given if secrets_file is not None or user_turns is not None else None
             limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
-            report = scan(path, None if many else secret, secrets=many, cache_paths=cache, also=also,
+            report = scan(Path(path), None if many else secret, secrets=many, cache_paths=cache, also=also,
                           check_embeddings=not no_embeddings, limits=limits)
         except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)

@@ -277,13 +277,11 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
 
     audit_conn = psycopg.connect(conninfo, autocommit=True)
     tables = [*surfaces_pg.STORE_TABLES, *surfaces_pg.SAVER_TABLES]
-    # the schema the store's connection resolves its tables in (its search_path)
-    schema = audit_conn.execute("SELECT current_schema()").fetchone()[0] or "public"
     if pgdata is None:
         pgdata = _local_data_directory(audit_conn)
 
     def rows(secrets: Sequence[str]) -> SurfaceScan:
-        got = surfaces_pg.scan_rows(audit_conn, tables, secrets, schema=schema)
+        got = surfaces_pg.scan_rows(audit_conn, tables, secrets)
         out = SurfaceScan("pg_rows")
         for s, locs in got.hits.items():
             for loc in locs:
@@ -297,11 +295,11 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
             key = tuple(secrets)  # one pass over the data directory serves every disk surface of a phase
             if surface == surfaces_pg.DISK_SURFACES[0] or key not in cache:
                 cache.clear()
-                cache[key] = surfaces_pg.scan_disk(audit_conn, pgdata, tables, secrets, schema=schema)
+                cache[key] = surfaces_pg.scan_disk(audit_conn, pgdata, tables, secrets)
             got = cache[key][surface]
             if not got.readable:
                 return SurfaceScan(surface, "not_checked", reason=got.reason)
-            out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.notes) or None)
+            out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.partial) or None)
             for s, locs in got.hits.items():
                 for loc in locs:
                     out.add(s, loc)
@@ -311,8 +309,8 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
 
     def each(sql_text: str) -> Callable[[], None]:
         def run() -> None:
-            for t in surfaces_pg.tables_present(audit_conn, tables, schema):
-                audit_conn.execute(f'{sql_text} "{schema}"."{t}"')
+            for t in surfaces_pg.resolve_tables(audit_conn, tables):  # in the connection's search_path
+                audit_conn.execute(f'{sql_text} "{t.schema}"."{t.name}"')
 
         return run
 
@@ -324,7 +322,7 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     surfaces: list[Surface] = []
     if store is not None:
         def vectors() -> list[tuple[tuple[str, ...], str, str, list[float]]]:
-            if not surfaces_pg.tables_present(audit_conn, ["store_vectors"], schema):
+            if not surfaces_pg.tables_present(audit_conn, ["store_vectors"]):
                 return []
             cur = audit_conn.execute("SELECT prefix, key, field_name, embedding::text FROM store_vectors")
             return [(tuple(p.split(".")), k, f, [float(x) for x in e.strip("[]").split(",")]) for p, k, f, e in cur]
