@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ from memkit.coverage import coverage_summary
 from memkit.residue import SURFACES, NotAChromaDirectory, ResidueReport, scan
 
 
-def _print_report(report: ResidueReport, limit: int) -> None:
+def _print_report(report: ResidueReport, limit: int, lines: list[int] | None = None) -> None:
+    """Print ``report`` as tables; ``lines``: the file line number of each secret (the
+    "#" column; else its position in the list)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -38,7 +41,8 @@ def _print_report(report: ResidueReport, limit: int) -> None:
         t.add_column("copies", justify="right")
         t.add_column("surfaces", overflow="fold")
         for r in left[:limit]:
-            t.add_row(str(r["index"] + 1), r["secret"], str(r["total"]),
+            number = lines[r["index"]] if lines else r["index"] + 1
+            t.add_row(str(number), r["secret"], str(r["total"]),
                       ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
         if len(left) > limit:
             t.add_row("", f"... {len(left) - limit} more", "", "")
@@ -91,7 +95,8 @@ def register(app: typer.Typer) -> None:
                        "history). Omit it with --secrets-file or --user-turns."
         ),
         secrets_file: Path = typer.Option(
-            None, "--secrets-file", help="Scan for every secret in FILE (one per line) in one pass."
+            None, "--secrets-file", help="Scan for every secret in FILE (one per line; blank "
+                                         "lines skipped) in one pass; the table's # is the line."
         ),
         user_turns: Path = typer.Option(
             None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.fingerprint): "
@@ -143,12 +148,16 @@ def register(app: typer.Typer) -> None:
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
         many: list[str] | None = None
+        lines: list[int] | None = None  # --secrets-file: each secret's line in the file
         try:
             if (secret is not None) + (secrets_file is not None) + (user_turns is not None) != 1:
                 raise ValueError("give exactly one of SECRET, --secrets-file, --user-turns")
             if secrets_file is not None:
-                lines = Path(secrets_file).read_text(encoding="utf-8").splitlines()
-                many = [x for x in lines if x.strip()]
+                text = Path(secrets_file).read_bytes().decode("utf-8")
+                numbered = [(n, x.removesuffix("\r")) for n, x in enumerate(text.split("\n"), start=1)
+                            if x.strip()]  # lines end at "\n" only, as grep -n and editors count
+                many = [x for _, x in numbered]
+                lines = [n for n, _ in numbered]
                 if not many:
                     raise ValueError(f"{secrets_file}: no secrets (one per line)")
             elif user_turns is not None:
@@ -168,7 +177,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"memkit residue: error: cannot read {path}: {exc}", err=True)
             raise typer.Exit(2) from exc
         if as_json:
-            typer.echo(report.to_json())
+            out = report.to_dict()
+            for row in out.get("per_secret", []) if lines else []:
+                row["line"] = lines[row["index"]]
+            typer.echo(json.dumps(out, indent=2))
         else:
-            _print_report(report, limit)
+            _print_report(report, limit, lines)
         raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])
