@@ -17,8 +17,12 @@ path:
 * a container (gzip, bzip2, xz, lzma, zstd, zip, tar) is opened and each member goes
   through the same steps, labelled ``container!member``, within
   :class:`memkit.containers.Limits`;
+* a file is read to its end whatever its stat size says (``/proc/PID/environ`` says 0,
+  ``/sys`` files a page): memory-mapped when it can be, else read until ``read``
+  returns nothing (at most :attr:`Limits.max_member_bytes`); its coverage counts the
+  bytes read, never the stat size;
 * a file whose size, modification time or inode changed while it was read is recorded
-  as changed.
+  as changed (a file still growing is not called clean).
 
 Each file or member gets a :class:`memkit.coverage.FileCoverage` on the report;
 whatever one leaves makes the verdict incomplete (:meth:`ResidueReport.cover`).
@@ -105,6 +109,22 @@ HNSW_FILES = frozenset(
     {"data_level0.bin", "link_lists.bin", "header.bin", "length.bin", "index_metadata.pickle"}
 )
 """File names of chroma's local HNSW segment."""
+
+
+def _read_to_end(fh: Any, cap: int) -> tuple[bytes, list[str]]:
+    """Read ``fh`` until ``read`` returns nothing, at most ``cap`` bytes (then what was
+    left is said): for files whose stat size is not their length (``/proc``, ``/sys``:
+    0 or a page)."""
+    chunks, n = [], 0
+    while n <= cap:
+        chunk = fh.read(min(1 << 20, cap + 1 - n))
+        if not chunk:
+            return b"".join(chunks), []
+        chunks.append(chunk)
+        n += len(chunk)
+    data = b"".join(chunks)[:cap]
+    return data, [f"limit reached: max_member_bytes = {cap} bytes read of a file whose length "
+                  "its size does not give; the rest was not read"]
 
 
 def _disk_raw(kind: str, label: str) -> str:
@@ -226,17 +246,25 @@ class Scanner:
                                      left=[f"unreadable ({exc.strerror or exc})"]))
             return
         with fh:
-            try:
-                data: Any = (mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                             if st.st_size else b"")
-            except (OSError, ValueError) as exc:
-                self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
-                                         left=[f"unreadable ({exc})"]))
-                return
+            data: Any = None
+            left: list[str] = []
+            if st.st_size:
+                try:
+                    data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    data = None  # /proc, /sys and other files that cannot be mapped
+            if data is None:  # its stat size is no length (0 in /proc): read it to its end
+                try:
+                    data, left = _read_to_end(fh, self.limits.max_member_bytes)
+                except OSError as exc:
+                    self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
+                                             left=[f"unreadable ({exc.strerror or exc})"]))
+                    return
             try:
                 kind = content_kind(bytes(data[:16]), p.name)
-                cov = FileCoverage(label, surface or family.raw(kind, label), st.st_size)
-                self._data(data, label, family, cov, 0, budget, path=p, kind=kind)
+                cov = FileCoverage(label, surface or family.raw(kind, label), len(data), left=left)
+                self._data(data, label, family, cov, 0, budget,
+                           path=p if isinstance(data, mmap.mmap) else None, kind=kind)
             finally:
                 if isinstance(data, mmap.mmap):
                     data.close()
