@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memkit.checkpoint_serde import CHECKPOINT_BLOBS, is_checkpoint_db, scan_checkpoint_db
 from memkit.containers import Budget, Limits, container_kind, open_members
 from memkit.coverage import FileCoverage, Snapshot
 from memkit.encodings import WIDE_ENCODINGS, wide_spans
@@ -153,6 +154,9 @@ class Scanner:
         seen: ``(device, inode)`` of every file read, with the label it was read as.
         skip_sql: labels of SQLite files whose rows someone else reads
             (``chroma.sqlite3``: through the chroma API).
+        checkpoint_serde: a LangGraph serializer (``loads_typed``) for the values of a
+            LangGraph checkpoint database met as a side file, e.g. one that decrypts
+            (:mod:`memkit.checkpoint_serde`); ``None``: plain values only.
     """
 
     report: Any
@@ -160,6 +164,7 @@ class Scanner:
     limits: Limits = field(default_factory=Limits)
     seen: dict[tuple[int, int], str] = field(default_factory=dict)
     skip_sql: set[str] = field(default_factory=set)
+    checkpoint_serde: Any = None
 
     # ------------------------------------------------------------------ walking
 
@@ -391,13 +396,17 @@ class Scanner:
         shadows = shadow_tables(con)
         fts = {n for n, _, _ in fulltext_tables(con)}
         name = label.rsplit("/", 1)[-1]
+        checkpoints = is_checkpoint_db(con)
         for t in names:
             surface = family.fulltext if t in shadows or t in fts else family.rows
+            skip = CHECKPOINT_BLOBS.get(t, frozenset()) if checkpoints else frozenset()
             try:
-                _scan_table(con, report, surface, t, f"{name}:", m)
+                _scan_table(con, report, surface, t, f"{name}:", m, skip)
             except sqlite3.Error as exc:
                 cov.left.append(f"table {t} cannot be read ({exc})")
         cov.decoders.append("sqlite")
+        if checkpoints:
+            self._checkpoints(con, label, name, family, cov)
         hits, problems = fulltext_hits_each(con, m)
         if fts:
             cov.decoders.append("fulltext")
@@ -407,6 +416,30 @@ class Scanner:
         cov.left.extend(problems)
         for problem in problems:
             report.skip(family.fulltext, f"{label}: {problem}")
+
+    def _checkpoints(self, con: sqlite3.Connection, label: str, name: str, family: Family,
+                     cov: FileCoverage) -> None:
+        """A LangGraph checkpoint database: every stored value decoded
+        (:func:`memkit.checkpoint_serde.scan_checkpoint_db`); values left encrypted or
+        undecodable make the file not fully checked."""
+        from memkit.residue import _scan_text, _scan_value, _strings_in
+
+        def decoded(where: str, value: Any) -> None:
+            for path, text in _strings_in(value, ""):
+                _scan_text(self.report, family.rows, f"{name}:{where}{path}", text, self.m)
+
+        def raw(where: str, blob: Any) -> None:
+            _scan_value(self.report, family.rows, f"{name}:{where}", blob, self.m)
+
+        serdes = [] if self.checkpoint_serde is None else [self.checkpoint_serde]
+        try:
+            left = scan_checkpoint_db(con, decoded, raw, serdes)
+        except sqlite3.Error as exc:
+            left = [f"LangGraph checkpoint tables cannot be read ({exc})"]
+        cov.decoders.append("langgraph-checkpoint")
+        for reason in left:
+            cov.left.append(reason)
+            self.report.skip(family.rows, f"{label}: {reason}")
 
     def _cover(self, cov: FileCoverage) -> None:
         self.report.cover(cov)

@@ -92,6 +92,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -99,6 +100,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memkit.checkpoint_serde import decode_typed, why_text
 from memkit.containers import Limits
 from memkit.coverage import FileCoverage, coverage_summary
 from memkit.filescan import CACHE, DISK, HNSW_FILES, SIDE, Scanner, content_kind
@@ -393,13 +395,14 @@ def _quote(name: str) -> str:
 
 def _scan_table(
     con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
-    m: SecretMatcher,
+    m: SecretMatcher, skip: frozenset[str] = frozenset(),
 ) -> None:
+    """Match every text/blob value of ``table`` (but the columns in ``skip``, read elsewhere)."""
     cur = con.execute(f"SELECT * FROM {_quote(table)}")
     cols = [d[0] for d in cur.description]
     for n, row in enumerate(cur):
         for col, value in zip(cols, row, strict=True):
-            if isinstance(value, (str, bytes)):
+            if isinstance(value, (str, bytes)) and col not in skip:
                 _scan_value(report, surface, f"{prefix}{table}:row{n}:{col}", value,
                             m)
 
@@ -475,7 +478,8 @@ def _strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str,
         yield path, repr(obj)
 
 
-def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = None) -> ResidueReport:
+def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = None,
+                     serde: Any = None) -> ResidueReport:
     """Find every copy of ``secret`` in a LangGraph checkpointer, reading what the saver
     really holds rather than what ``list()`` shows: every stored checkpoint (channel
     values, metadata), every channel blob, and every pending write, including writes
@@ -490,30 +494,51 @@ def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = 
     ``writes``) and ``SqliteSaver`` (its ``checkpoints`` and ``writes`` tables, through
     its own connection, uncommitted rows included). Any other saver is read with
     ``saver.list(None)`` and the ``checkpoint`` surface is listed as not checked (writes
-    without a checkpoint cannot be seen through that API). A stored value the saver's
-    serializer cannot decode is matched in its raw bytes and listed as not checked.
+    without a checkpoint cannot be seen through that API). Each stored value is decoded
+    (:func:`memkit.checkpoint_serde.decode_typed`: ``serde``, then the saver's own
+    serializer, then LangGraph's ``JsonPlusSerializer``); a value none decodes (an
+    encrypted one without its key) is matched in its raw bytes and the surface is
+    listed as not checked, with how many such values there were.
 
     Args:
         saver: a LangGraph ``BaseCheckpointSaver``.
         secret: the string to look for (:mod:`memkit.matching`).
         report: add to this report instead of a new one.
+        serde: a LangGraph serializer that reads what the saver wrote, e.g.
+            ``EncryptedSerializer.from_pycryptodome_aes(key=...)`` or
+            :func:`memkit.checkpoint_serde.aes_serde`.
 
     Returns:
         The report.
     """
-    return _scan_checkpoints(saver, matcher(secret), report)
+    return _scan_checkpoints(saver, matcher(secret), report, serde)
 
 
-def _scan_checkpoints(saver: Any, m: Any, report: ResidueReport | None) -> ResidueReport:
+@dataclass
+class _Decoding:
+    """The serializers a checkpoint scan decodes with, and what it could not decode."""
+
+    serdes: list[Any]
+    keyed: bool = False
+    left: Counter[tuple[str, str]] = field(default_factory=Counter)
+    total: int = 0
+
+
+def _scan_checkpoints(saver: Any, m: Any, report: ResidueReport | None, serde: Any = None) -> ResidueReport:
     report = report if report is not None else ResidueReport(target=repr(saver))
+    own = getattr(saver, "serde", None)  # LangGraph's EncryptedSerializer has a cipher
+    dec = _Decoding([s for s in (serde, own) if s is not None],
+                    keyed=serde is not None or hasattr(own, "cipher"))
     if all(hasattr(saver, a) for a in ("storage", "blobs", "writes", "serde")):
-        _scan_memory_saver(saver, report, m)
+        _scan_memory_saver(saver, report, m, dec)
     elif isinstance(getattr(saver, "conn", None), sqlite3.Connection) and hasattr(saver, "serde"):
-        _scan_sqlite_saver(saver, report, m)
+        _scan_sqlite_saver(saver, report, m, dec)
     else:
         _scan_listed(saver, report, m)
         report.skip("checkpoint", f"{type(saver).__name__}: read through list(); pending writes "
                                   "whose checkpoint was deleted are not visible through it")
+    for reason in why_text(dec.left, dec.total):
+        report.skip("checkpoint", f"{type(saver).__name__}: {reason}")
     return report
 
 
@@ -532,19 +557,18 @@ def _scan_listed(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
                 _scan_text(report, "checkpoint", where + path, text, m)
 
 
-def _scan_typed(saver: Any, report: ResidueReport, m: SecretMatcher, where: str,
+def _scan_typed(dec: _Decoding, report: ResidueReport, m: SecretMatcher, where: str,
                 typed: tuple[str, bytes]) -> None:
-    """A value as the saver stored it (``(type, bytes)``): decoded by its serializer
-    and matched; matched as raw bytes when it cannot be decoded."""
+    """A value as the saver stored it (``(type, bytes)``): decoded
+    (:func:`memkit.checkpoint_serde.decode_typed`) and matched; matched as raw bytes,
+    and counted in ``dec.left``, when it is not decoded."""
     if typed[0] == "empty":
         return
-    try:
-        value = saver.serde.loads_typed(typed)
-    except Exception as exc:  # any serializer error: the raw bytes are still matched
+    dec.total += 1
+    value, why = decode_typed((str(typed[0]), bytes(typed[1] or b"")), dec.serdes, keyed=dec.keyed)
+    if why is not None:
         _scan_buffer(report, "checkpoint", where, bytes(typed[1] or b""), m)
-        report.skip("checkpoint", f"{where.split(':', 1)[0]}: a stored value of type "
-                                  f"{typed[0]!r} cannot be decoded ({type(exc).__name__}); "
-                                  "its raw bytes were matched")
+        dec.left[(why, str(typed[0]))] += 1
         return
     if isinstance(value, Mapping) and "channel_values" in value:  # a checkpoint
         for channel, inner in (value.get("channel_values") or {}).items():
@@ -555,26 +579,26 @@ def _scan_typed(saver: Any, report: ResidueReport, m: SecretMatcher, where: str,
         _scan_text(report, "checkpoint", where + path, text, m)
 
 
-def _scan_memory_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
+def _scan_memory_saver(saver: Any, report: ResidueReport, m: SecretMatcher, dec: _Decoding) -> None:
     storage = {t: {ns: dict(cps) for ns, cps in nss.items()} for t, nss in list(saver.storage.items())}
     for thread, nss in storage.items():
         for ns, cps in nss.items():
             for cid, (cp, meta, _parent) in cps.items():
                 where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-                _scan_typed(saver, report, m, where, cp)
-                _scan_typed(saver, report, m, where + ":<metadata>", meta)
+                _scan_typed(dec, report, m, where, cp)
+                _scan_typed(dec, report, m, where + ":<metadata>", meta)
     for (thread, ns, channel, version), typed in list(saver.blobs.items()):
         where = f"thread={thread}:checkpoint=<blob {channel}@{version}>" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, where + f":{channel}", typed)
+        _scan_typed(dec, report, m, where + f":{channel}", typed)
     for (thread, ns, cid), writes in list(saver.writes.items()):
         orphan = cid not in storage.get(thread, {}).get(ns, {})
         where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
         for (task_id, _idx), (_, channel, typed, _path) in list(writes.items()):
             mark = " (checkpoint deleted)" if orphan else ""
-            _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", typed)
+            _scan_typed(dec, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", typed)
 
 
-def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
+def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher, dec: _Decoding) -> None:
     import contextlib
 
     lock = getattr(saver, "lock", None) or contextlib.nullcontext()
@@ -589,7 +613,7 @@ def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> N
     for thread, ns, cid, typ, blob, meta in cps:
         present.add((thread, ns, cid))
         where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, where, (typ, blob))
+        _scan_typed(dec, report, m, where, (typ, blob))
         if meta is not None:
             try:
                 decoded = json.loads(meta)
@@ -601,7 +625,7 @@ def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> N
     for thread, ns, cid, task_id, channel, typ, value in writes:
         mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
         where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, value))
+        _scan_typed(dec, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, value))
 
 
 def threads_with_copies(report: ResidueReport) -> set[str]:
@@ -770,6 +794,7 @@ def scan(
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
     limits: Limits | None = None,
+    checkpoint_serde: Any = None,
 ) -> ResidueReport:
     """Find every copy of ``secret`` in a store, its directory and caches (module doc).
 
@@ -797,6 +822,11 @@ def scan(
         limits: bounds on decompressing containers (:class:`memkit.containers.Limits`;
             default 256 MiB per member, 1 GiB per given path, depth 4); a limit reached
             is reported as not checked.
+        checkpoint_serde: a LangGraph serializer that reads the checkpoints the
+            ``checkpointer`` or a LangGraph checkpoint database in ``also`` holds, e.g.
+            ``EncryptedSerializer.from_pycryptodome_aes(key=...)``
+            (:mod:`memkit.checkpoint_serde`). Without it an encrypted value is not
+            decoded, and the scan is never clean over it.
 
     Every file under the directory, ``cache_paths`` and ``also`` is read in UTF-8,
     UTF-16 and UTF-32, containers opened, SQLite files read through SQL and their
@@ -886,13 +916,13 @@ def scan(
                              m)
     if not check_embeddings:
         report.skip("stale_embedding", "check_embeddings=False")
-    files = Scanner(report, m, limits or Limits())
+    files = Scanner(report, m, limits or Limits(), checkpoint_serde=checkpoint_serde)
     for c in caches:
         files.path(c, CACHE)
     for extra in also:
         files.path(Path(extra).expanduser(), SIDE)
     if checkpointer is not None:
-        _scan_checkpoints(checkpointer, m, report)
+        _scan_checkpoints(checkpointer, m, report, checkpoint_serde)
     if secrets is not None:
         report.secret_labels = [mask_secret(x) for x in m.secrets]
     report.not_given = [

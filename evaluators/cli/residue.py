@@ -115,6 +115,12 @@ def register(app: typer.Typer) -> None:
             [], "--also", help="Side file or directory a memory layer keeps beside the store "
                                "(history database, JSON/JSONL, pickle, any file; repeatable)."
         ),
+        checkpoint_key_env: str = typer.Option(
+            None, "--checkpoint-key-env", metavar="NAME",
+            help="Decrypt LangGraph checkpoints (a checkpoint database given with --also) "
+                 "written by EncryptedSerializer.from_pycryptodome_aes with the AES key held "
+                 "by environment variable NAME (16, 24 or 32 bytes, as LANGGRAPH_AES_KEY; "
+                 "never printed). Without it, encrypted values are not decoded: not clean."),
         no_embeddings: bool = typer.Option(
             False, "--no-embeddings", help="Skip the stale-embedding check (no re-embedding)."
         ),
@@ -168,9 +174,14 @@ def register(app: typer.Typer) -> None:
                 if not many:
                     raise ValueError(f"{user_turns}: the user's turns yield no fingerprint")
             limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
+            serde = None
+            if checkpoint_key_env is not None:
+                from memkit.checkpoint_serde import aes_serde, key_from_env
+
+                serde = aes_serde(key_from_env(checkpoint_key_env))
             report = scan(path, None if many else secret, secrets=many, cache_paths=cache, also=also,
-                          check_embeddings=not no_embeddings, limits=limits)
-        except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
+                          check_embeddings=not no_embeddings, limits=limits, checkpoint_serde=serde)
+        except (NotAChromaDirectory, FileNotFoundError, ValueError, ImportError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)
             raise typer.Exit(2) from exc
         except (sqlite3.Error, OSError) as exc:
