@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memkit.checkpoint_serde import CHECKPOINT_BLOBS, is_checkpoint_db, scan_checkpoint_db
+from memkit.checkpoints import CHECKPOINT_BLOBS, is_checkpoint_db, scan_checkpoint_db
 from memkit.containers import Budget, Limits, container_kind, open_members
 from memkit.coverage import FileCoverage, Snapshot
 from memkit.encodings import WIDE_ENCODINGS, wide_spans
@@ -156,7 +156,7 @@ class Scanner:
             (``chroma.sqlite3``: through the chroma API).
         checkpoint_serde: a LangGraph serializer (``loads_typed``) for the values of a
             LangGraph checkpoint database met as a side file, e.g. one that decrypts
-            (:mod:`memkit.checkpoint_serde`); ``None``: plain values only.
+            (:mod:`memkit.checkpoints`); ``None``: plain values only.
     """
 
     report: Any
@@ -420,7 +420,7 @@ class Scanner:
     def _checkpoints(self, con: sqlite3.Connection, label: str, name: str, family: Family,
                      cov: FileCoverage) -> None:
         """A LangGraph checkpoint database: every stored value decoded
-        (:func:`memkit.checkpoint_serde.scan_checkpoint_db`); values left encrypted or
+        (:func:`memkit.checkpoints.scan_checkpoint_db`); values left encrypted or
         undecodable make the file not fully checked."""
         from memkit.residue import _scan_text, _scan_value, _strings_in
 

@@ -79,8 +79,8 @@ every surface of a Chroma directory (SQL rows, the embeddings queue, full-text
 tables, stale embeddings) and for caches, side files and checkpointers; reading
 files (:mod:`memkit.filescan`), wide encodings (:mod:`memkit.encodings`), containers
 (:mod:`memkit.containers`), full-text indexes (:mod:`memkit.fulltext`), coverage
-(:mod:`memkit.coverage`) and many secrets (:mod:`memkit.scan_engine`) already live in
-their own modules, and the command is :mod:`evaluators.cli.residue`.
+(:mod:`memkit.coverage`), checkpoints (:mod:`memkit.checkpoints`) and many secrets
+(:mod:`memkit.scan_engine`) already live in their own modules, and the command is :mod:`evaluators.cli.residue`.
 """
 
 from __future__ import annotations
@@ -92,7 +92,6 @@ import re
 import shutil
 import sqlite3
 import tempfile
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -100,7 +99,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memkit.checkpoint_serde import decode_typed, why_text
+from memkit.checkpoints import _scan_checkpoints, scan_checkpoints, threads_with_copies
 from memkit.containers import Limits
 from memkit.coverage import FileCoverage, coverage_summary
 from memkit.filescan import CACHE, DISK, HNSW_FILES, SIDE, Scanner, content_kind
@@ -478,165 +477,6 @@ def _strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str,
         yield path, repr(obj)
 
 
-def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = None,
-                     serde: Any = None) -> ResidueReport:
-    """Find every copy of ``secret`` in a LangGraph checkpointer, reading what the saver
-    really holds rather than what ``list()`` shows: every stored checkpoint (channel
-    values, metadata), every channel blob, and every pending write, including writes
-    whose checkpoint no longer exists (LangGraph issue #7206: ``delete_thread`` followed
-    by a late ``put_writes`` with the pre-delete config stores them again, and
-    ``list()`` never returns them). Hits go on the ``checkpoint`` surface; each
-    location is ``thread=<id>:checkpoint=<id>:<path>`` (the secret masked; a channel
-    blob's checkpoint is ``<blob channel@version>``; a write without checkpoint is
-    marked ``(checkpoint deleted)``), so copies can be counted per thread.
-
-    Savers read from their storage: ``InMemorySaver`` (its ``storage``, ``blobs`` and
-    ``writes``) and ``SqliteSaver`` (its ``checkpoints`` and ``writes`` tables, through
-    its own connection, uncommitted rows included). Any other saver is read with
-    ``saver.list(None)`` and the ``checkpoint`` surface is listed as not checked (writes
-    without a checkpoint cannot be seen through that API). Each stored value is decoded
-    (:func:`memkit.checkpoint_serde.decode_typed`: ``serde``, then the saver's own
-    serializer, then LangGraph's ``JsonPlusSerializer``); a value none decodes (an
-    encrypted one without its key) is matched in its raw bytes and the surface is
-    listed as not checked, with how many such values there were.
-
-    Args:
-        saver: a LangGraph ``BaseCheckpointSaver``.
-        secret: the string to look for (:mod:`memkit.matching`).
-        report: add to this report instead of a new one.
-        serde: a LangGraph serializer that reads what the saver wrote, e.g.
-            ``EncryptedSerializer.from_pycryptodome_aes(key=...)`` or
-            :func:`memkit.checkpoint_serde.aes_serde`.
-
-    Returns:
-        The report.
-    """
-    return _scan_checkpoints(saver, matcher(secret), report, serde)
-
-
-@dataclass
-class _Decoding:
-    """The serializers a checkpoint scan decodes with, and what it could not decode."""
-
-    serdes: list[Any]
-    keyed: bool = False
-    left: Counter[tuple[str, str]] = field(default_factory=Counter)
-    total: int = 0
-
-
-def _scan_checkpoints(saver: Any, m: Any, report: ResidueReport | None, serde: Any = None) -> ResidueReport:
-    report = report if report is not None else ResidueReport(target=repr(saver))
-    own = getattr(saver, "serde", None)  # LangGraph's EncryptedSerializer has a cipher
-    dec = _Decoding([s for s in (serde, own) if s is not None],
-                    keyed=serde is not None or hasattr(own, "cipher"))
-    if all(hasattr(saver, a) for a in ("storage", "blobs", "writes", "serde")):
-        _scan_memory_saver(saver, report, m, dec)
-    elif isinstance(getattr(saver, "conn", None), sqlite3.Connection) and hasattr(saver, "serde"):
-        _scan_sqlite_saver(saver, report, m, dec)
-    else:
-        _scan_listed(saver, report, m)
-        report.skip("checkpoint", f"{type(saver).__name__}: read through list(); pending writes "
-                                  "whose checkpoint was deleted are not visible through it")
-    for reason in why_text(dec.left, dec.total):
-        report.skip("checkpoint", f"{type(saver).__name__}: {reason}")
-    return report
-
-
-def _scan_listed(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
-    for tup in saver.list(None):
-        cfg = (tup.config or {}).get("configurable", {})
-        where = f"thread={cfg.get('thread_id')}:checkpoint={cfg.get('checkpoint_id')}"
-        checkpoint = tup.checkpoint or {}
-        for channel, value in (checkpoint.get("channel_values") or {}).items():
-            for path, text in _strings_in(value, f":{channel}"):
-                _scan_text(report, "checkpoint", where + path, text, m)
-        for path, text in _strings_in(tup.metadata or {}, ":<metadata>"):
-            _scan_text(report, "checkpoint", where + path, text, m)
-        for task_id, channel, value in tup.pending_writes or ():
-            for path, text in _strings_in(value, f":<pending {task_id}>:{channel}"):
-                _scan_text(report, "checkpoint", where + path, text, m)
-
-
-def _scan_typed(dec: _Decoding, report: ResidueReport, m: SecretMatcher, where: str,
-                typed: tuple[str, bytes]) -> None:
-    """A value as the saver stored it (``(type, bytes)``): decoded
-    (:func:`memkit.checkpoint_serde.decode_typed`) and matched; matched as raw bytes,
-    and counted in ``dec.left``, when it is not decoded."""
-    if typed[0] == "empty":
-        return
-    dec.total += 1
-    value, why = decode_typed((str(typed[0]), bytes(typed[1] or b"")), dec.serdes, keyed=dec.keyed)
-    if why is not None:
-        _scan_buffer(report, "checkpoint", where, bytes(typed[1] or b""), m)
-        dec.left[(why, str(typed[0]))] += 1
-        return
-    if isinstance(value, Mapping) and "channel_values" in value:  # a checkpoint
-        for channel, inner in (value.get("channel_values") or {}).items():
-            for path, text in _strings_in(inner, f":{channel}"):
-                _scan_text(report, "checkpoint", where + path, text, m)
-        return
-    for path, text in _strings_in(value, ""):
-        _scan_text(report, "checkpoint", where + path, text, m)
-
-
-def _scan_memory_saver(saver: Any, report: ResidueReport, m: SecretMatcher, dec: _Decoding) -> None:
-    storage = {t: {ns: dict(cps) for ns, cps in nss.items()} for t, nss in list(saver.storage.items())}
-    for thread, nss in storage.items():
-        for ns, cps in nss.items():
-            for cid, (cp, meta, _parent) in cps.items():
-                where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-                _scan_typed(dec, report, m, where, cp)
-                _scan_typed(dec, report, m, where + ":<metadata>", meta)
-    for (thread, ns, channel, version), typed in list(saver.blobs.items()):
-        where = f"thread={thread}:checkpoint=<blob {channel}@{version}>" + (f":ns={ns}" if ns else "")
-        _scan_typed(dec, report, m, where + f":{channel}", typed)
-    for (thread, ns, cid), writes in list(saver.writes.items()):
-        orphan = cid not in storage.get(thread, {}).get(ns, {})
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        for (task_id, _idx), (_, channel, typed, _path) in list(writes.items()):
-            mark = " (checkpoint deleted)" if orphan else ""
-            _scan_typed(dec, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", typed)
-
-
-def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher, dec: _Decoding) -> None:
-    import contextlib
-
-    lock = getattr(saver, "lock", None) or contextlib.nullcontext()
-    with lock:
-        cps = saver.conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata "
-            "FROM checkpoints").fetchall()
-        writes = saver.conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, value "
-            "FROM writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx").fetchall()
-    present = set()
-    for thread, ns, cid, typ, blob, meta in cps:
-        present.add((thread, ns, cid))
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(dec, report, m, where, (typ, blob))
-        if meta is not None:
-            try:
-                decoded = json.loads(meta)
-            except (ValueError, TypeError):
-                _scan_value(report, "checkpoint", where + ":<metadata>", meta, m)
-            else:
-                for path, text in _strings_in(decoded, ":<metadata>"):
-                    _scan_text(report, "checkpoint", where + path, text, m)
-    for thread, ns, cid, task_id, channel, typ, value in writes:
-        mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(dec, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, value))
-
-
-def threads_with_copies(report: ResidueReport) -> set[str]:
-    """Thread ids whose checkpoints hold a copy (from ``checkpoint`` hit locations)."""
-    out = set()
-    for hit in report.surfaces.get("checkpoint", []):
-        head = hit.location.split(":checkpoint=", 1)[0]
-        out.add(head.removeprefix("thread="))
-    return out
-
-
 # --------------------------------------------------------------------------- chroma API
 
 
@@ -825,7 +665,7 @@ def scan(
         checkpoint_serde: a LangGraph serializer that reads the checkpoints the
             ``checkpointer`` or a LangGraph checkpoint database in ``also`` holds, e.g.
             ``EncryptedSerializer.from_pycryptodome_aes(key=...)``
-            (:mod:`memkit.checkpoint_serde`). Without it an encrypted value is not
+            (:mod:`memkit.checkpoints`). Without it an encrypted value is not
             decoded, and the scan is never clean over it.
 
     Every file under the directory, ``cache_paths`` and ``also`` is read in UTF-8,

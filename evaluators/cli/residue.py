@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
             limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
             serde = None
             if checkpoint_key_env is not None:
-                from memkit.checkpoint_serde import aes_serde, key_from_env
+                from memkit.checkpoints import aes_serde, key_from_env
 
                 serde = aes_serde(key_from_env(checkpoint_key_env))
             report = scan(path, None if many else secret, secrets=many, cache_paths=cache, also=also,

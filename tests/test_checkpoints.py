@@ -1,5 +1,5 @@
 """Encrypted LangGraph checkpoints are "not decoded" (never clean) unless the key or
-serializer is given; then they are read (memkit.checkpoint_serde, memkit.residue).
+serializer is given; then they are read (memkit.checkpoints, memkit.residue).
 
 Checkpoints are written by LangGraph itself: a graph run on ``SqliteSaver`` with
 ``EncryptedSerializer.from_pycryptodome_aes(key=...)``, and a late pending write. The
@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from memkit.checkpoint_serde import aes_serde, key_from_env
+from memkit.checkpoints import aes_serde, key_from_env
 from memkit.residue import scan, scan_checkpoints
 
 SECRET = "XQ7-VIOLET-3829"
