@@ -52,6 +52,10 @@ opens a directory with a journal or a build directory beside it, rolls a killed
 compaction forward (the swap happened: shred the old directory, rewrite and zero the
 HNSW slack) or back (shred the build; the directory still holds the deleted text, and
 the residue scanner reports it).
+
+Why this module is long: the rebuild, the two ways to put it in place (an atomic swap,
+or a copy into a directory that cannot be renamed), the HNSW slack zeroing and the
+crash recovery share one journal, and each step's safety rests on the others' order.
 """
 
 from __future__ import annotations

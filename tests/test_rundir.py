@@ -116,7 +116,7 @@ def test_new_empty_and_marked_folders_are_taken(tmp_path):
 
 
 def test_run_matrix_refuses_a_users_matrix_before_running(tmp_path):
-    """``memkit audit --matrix --out ci/`` over the user's own matrix.json/matrix.md:
+    """``memkit audit --matrix --out ci/`` over the user's own matrix.json and matrix.md:
     refused at once (run_matrix's early check), both files unchanged."""
     from evaluators.targets.matrix import run_matrix
 
