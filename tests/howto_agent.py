@@ -26,7 +26,6 @@ from langgraph.store.base import BaseStore
 from memkit.extractive import answer
 
 
-
 def index() -> dict[str, Any]:
     """The store's semantic index: the real all-MiniLM-L6-v2 (bundled, offline)."""
     from memkit.models import embeddings
