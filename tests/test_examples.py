@@ -182,6 +182,7 @@ def test_the_snippets_of_docs_audit_md_run(embedder):
     assert len(blocks) == 3 and len(blocks[1].strip().splitlines()) == 5
 
     import howto_agent
+
     from memkit.extractive import answer
     from memkit.models import embeddings
 
