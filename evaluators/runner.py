@@ -39,7 +39,7 @@ from typing import Any
 from evaluators.metrics import answers_correct
 from evaluators.probes import LEVELS, extracted, probes_for
 from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Target, scan_all
-from memkit.canaries import CanaryRecord, plant
+from memkit.canaries import Canary, plant
 from memkit.longmemeval import Instance
 from memkit.models import token_usage
 
@@ -162,7 +162,7 @@ class UnitRun:
 
     records: list[dict[str, Any]]
     users: list[str]
-    canaries: list[CanaryRecord]
+    canaries: list[Canary]
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     na: dict[str, str] = field(default_factory=dict)
     phases: dict[str, list[str]] = field(default_factory=dict)
