@@ -719,6 +719,27 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
     return out
 
 
+def _copy_chroma(root: Path, copy: Path) -> None:
+    """Copy what chromadb opens of a persist directory: ``chroma.sqlite3`` with its
+    journals and the directory of each segment the database lists (all directories
+    when it lists none); regular files and directories only (a FIFO would block the
+    copy, a link loop would not end: the byte scan lists both as not checked). Other
+    files (side files kept in the directory) are not chroma's and are not copied."""
+    copy.mkdir()
+    _copy_sqlite(root / "chroma.sqlite3", copy)
+    try:
+        con = sqlite3.connect(copy / "chroma.sqlite3")
+        try:
+            ids = {str(i) for (i,) in con.execute("SELECT id FROM segments")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        ids = set()
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False) and (not ids or entry.name in ids):
+            shutil.copytree(entry.path, copy / entry.name, symlinks=True, ignore=_not_regular)
+
+
 def _db_pairs(db: Path) -> list[tuple[str, str]]:
     """(tenant, database) pairs of a chroma.sqlite3 (read on a copy by the caller)."""
     con = sqlite3.connect(db)
@@ -737,9 +758,7 @@ def _scan_chroma_dir_api(
 
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
         copy = Path(tmp) / "chroma"
-        # regular files and directories only: a FIFO would block the copy, a link loop
-        # would not end (the byte scan lists both as not checked)
-        shutil.copytree(root, copy, symlinks=True, ignore=_not_regular)
+        _copy_chroma(root, copy)
         pairs = _db_pairs(copy / "chroma.sqlite3")
         multi = len(pairs) > 1
         for tenant, database in pairs:
@@ -831,6 +850,11 @@ def scan(
         if not _is_sqlite(c):
             raise ValueError(f"cache file {c} is not an SQLite database")
 
+    from memkit import scan_pool
+
+    # worker processes for the files, forked before chromadb starts its threads
+    scan_pool.prefork(m, [getattr(target, "path", None) if isinstance(target, TieredMemoryStore)
+                          else Path(target).expanduser(), *caches, *(Path(a).expanduser() for a in also)])
     if isinstance(target, TieredMemoryStore) and target.path is None:
         # In memory or behind a server: nothing on local disk; read through the client.
         report = ResidueReport(target=repr(target))
@@ -900,6 +924,7 @@ def scan(
         *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
         *(("checkpoint",) if checkpointer is None else ()),
     ]
+    scan_pool.release(m)
     return report
 
 
