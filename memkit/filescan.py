@@ -319,7 +319,7 @@ class Scanner:
         return len(spans) + len(wide)
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
-        from memkit.residue import _scan_text, _strings_in
+        from memkit.residue import _scan_values, _strings_in
 
         if len(data) > _JSON_DECODE_MAX:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
@@ -334,9 +334,9 @@ class Scanner:
             except (ValueError, RecursionError):
                 return
         cov.decoders.append("json")
-        for n, doc in enumerate(docs):
-            for where, text in _strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}"):
-                _scan_text(self.report, cov.surface, label + where, text, self.m)
+        _scan_values(self.report, cov.surface, [
+            (label + where, text) for n, doc in enumerate(docs)
+            for where, text in _strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}")], self.m)
 
     def _sqlite(self, data: Any, label: str, family: Family, cov: FileCoverage,
                 path: Path | None) -> None:

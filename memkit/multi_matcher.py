@@ -12,18 +12,23 @@ byte.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from memkit.matching import SecretMatcher, matcher
 from memkit.scan_engine import ScanEngine
 
-__all__ = ["MultiMatcher", "each_secret", "mask_secret"]
+__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold"]
 
 _BREAKERS_AS_SPACES = {c: " " for c in [*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]}
 """The control characters a text pattern reads as separators and the byte pattern as
 breakers (:data:`memkit.matching.BREAKER_BYTES`), as spaces: one separator each in
 both patterns."""
+
+_BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in _BREAKERS_AS_SPACES else c for c in range(256))
+""":data:`_BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
 
 
 class _MultiMask:
@@ -74,7 +79,8 @@ class MultiMatcher:
             forms.append("".join(multi.get(ch, ch) for ch in text))
         named: set[int] = set()
         for form in forms:
-            named.update(self.engine.scan_bytes(form.translate(_BREAKERS_AS_SPACES).encode("utf-8", "surrogatepass")))
+            named.update(self.engine.scan_bytes(
+                form.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)))
         return sorted(named)
 
     def search(self, text: str) -> bool:
@@ -113,6 +119,58 @@ class MultiMatcher:
         """``(start, end, kind, index)`` of every copy in a bytes-like object."""
         found = self.engine.scan_bytes(data)
         return sorted((s, e, k, i) for i, spans in found.items() for s, e, k in spans)
+
+
+@lru_cache(maxsize=1)
+def _folding() -> tuple[Any, dict[int, str]]:
+    """A Hyperscan database of the UTF-8 of every character that folds to several
+    (``ß``, ``ﬁ``, ``㎏``), and their folds for :meth:`str.translate`."""
+    import hyperscan
+
+    from memkit.matching import _tables
+
+    multi = _tables()[3]
+    chars = sorted(multi)
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=[ch.encode() for ch in chars], ids=list(range(len(chars))), elements=len(chars),
+               flags=0, literal=True)
+    return db, {ord(ch): f for ch, f in multi.items()}
+
+
+def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
+    """Whether each of ``texts`` may hold a copy of ``m``'s secret or secrets (a
+    superset, as :meth:`MultiMatcher.candidates`), for a matcher or a
+    :class:`MultiMatcher`: one scan engine pass over all of them (joined by NUL bytes,
+    which no byte copy holds), and one over those holding a character that folds to
+    several, folded; not one per text."""
+    from memkit.encodings import _single_engine
+
+    engine = m.engine if isinstance(m, MultiMatcher) else _single_engine(m.secret)
+    if engine is None:
+        return [True] * len(texts)
+    out = [False] * len(texts)
+    db, fold = _folding()
+
+    def scan(indices: list[int], forms: list[bytes], folds: bool) -> list[int]:
+        starts = [0]
+        for f in forms:
+            starts.append(starts[-1] + len(f) + 1)
+        joined = b"\0".join(forms)
+        for spans in engine.scan_bytes(joined).values():
+            for s, _e, _k in spans:
+                out[indices[bisect.bisect_right(starts, s) - 1]] = True
+        if not folds:
+            return []
+        holding: set[int] = set()
+        db.scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(bisect.bisect_right(starts, b - 1) - 1))
+        return [indices[j] for j in sorted(holding)]
+
+    folding = scan(list(range(len(texts))),
+                   [t.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES) for t in texts], True)
+    if folding:
+        scan(folding, [texts[i].translate(fold).encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)
+                       for i in folding], False)
+    return out
 
 
 def mask_secret(secret: str) -> str:

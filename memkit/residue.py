@@ -152,6 +152,8 @@ _WAL_SUFFIXES = ("-wal", "-journal", "-shm")
 _WINDOW = 24
 _MASK = "[SECRET]"
 _PAGE = 2000
+_BATCH_BYTES = 4 << 20
+"""Text read from SQL rows per :func:`_scan_values` call (bounds its memory)."""
 
 
 class NotAChromaDirectory(ValueError):
@@ -335,6 +337,74 @@ def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m:
                 _scan_text(report, surface, location + path, inner, m, depth + 1)
 
 
+class _Text:
+    """One text of :func:`_scan_values`: where it is, its copies, the strings of the JSON
+    it holds when it shows none (read as :func:`_scan_text` reads them)."""
+
+    __slots__ = ("location", "text", "depth", "spans", "kids")
+
+    def __init__(self, location: str, text: str, depth: int) -> None:
+        self.location, self.text, self.depth = location, text, depth
+        self.spans: list[Any] = []
+        self.kids: list[_Text] = []
+
+
+def _scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, Any]], m: Any) -> None:
+    """:func:`_scan_value` of each ``(location, value)``, with the same hits in the same
+    order, for many values at once: one scan engine pass over every text of a level
+    (:func:`memkit.multi_matcher.may_hold`) names those that may hold a copy, and only
+    those are matched, instead of one matcher call per text."""
+    from memkit.multi_matcher import may_hold
+
+    order: list[Any] = []
+    texts: list[_Text] = []
+
+    def flatten(location: str, value: Any) -> None:
+        text = scalar_text(value)
+        if text is not None:
+            node = _Text(location, text, 0)
+            order.append(node)
+            texts.append(node)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            order.append((location, bytes(value)))
+        elif isinstance(value, (list, tuple)):
+            for n, v in enumerate(value):
+                flatten(f"{location}[{n}]", v)
+
+    for location, value in items:
+        flatten(location, value)
+    level = texts
+    while level:
+        deeper: list[_Text] = []
+        for node, may in zip(level, may_hold(m, [n.text for n in level]), strict=True):
+            node.spans = m.spans(node.text) if may else []
+            if not node.spans and node.depth < 4 and node.text[:1] in "[{\"":
+                try:
+                    decoded = json.loads(node.text)
+                except (ValueError, RecursionError):
+                    continue
+                for path, inner in _strings_in(decoded, ":<json>"):
+                    if inner != node.text:
+                        node.kids.append(_Text(node.location + path, inner, node.depth + 1))
+                deeper += node.kids
+        level = deeper
+
+    def emit(node: _Text) -> None:
+        if node.spans:
+            loc = _mask(node.location, m)
+            for s, e, kind, *index in node.spans:
+                lo, hi = max(0, s - _WINDOW), min(len(node.text), e + _WINDOW)
+                report.add(Hit(surface, loc, kind, _render(node.text, 0, node.spans, lo, hi), *index))
+        for kid in node.kids:
+            emit(kid)
+
+    for item in order:
+        if isinstance(item, _Text):
+            emit(item)
+        else:
+            _scan_buffer(report, surface, item[0], item[1], m)
+
+
 def _printable(b: bytes) -> str:
     return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
 
@@ -346,7 +416,11 @@ def _scan_buffer(
     data: bytes | mmap.mmap,
     m: SecretMatcher,
 ) -> None:
-    matches = m.byte_spans(data)
+    from memkit.encodings import byte_spans
+
+    matches = byte_spans(m, data)
+    if not matches:
+        return
     loc = _mask(location, m)
     for s, e, kind, *index in matches:
         lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
@@ -397,11 +471,17 @@ def _scan_table(
 ) -> None:
     cur = con.execute(f"SELECT * FROM {_quote(table)}")
     cols = [d[0] for d in cur.description]
+    batch: list[tuple[str, Any]] = []
+    size = 0
     for n, row in enumerate(cur):
         for col, value in zip(cols, row, strict=True):
             if isinstance(value, (str, bytes)):
-                _scan_value(report, surface, f"{prefix}{table}:row{n}:{col}", value,
-                            m)
+                batch.append((f"{prefix}{table}:row{n}:{col}", value))
+                size += len(value)
+        if size >= _BATCH_BYTES:
+            _scan_values(report, surface, batch, m)
+            batch, size = [], 0
+    _scan_values(report, surface, batch, m)
 
 
 def _scan_chroma_sql(
@@ -416,11 +496,15 @@ def _scan_chroma_sql(
             tables = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'"))
             if "embeddings_queue" in tables:
                 cur = con.execute("SELECT seq_id, topic, id, metadata FROM embeddings_queue")
+                batch: list[tuple[str, Any]] = []
                 for seq, topic, rid, meta in cur:
                     for col, value in (("topic", topic), ("id", rid), ("metadata", meta)):
                         if isinstance(value, (str, bytes)):
-                            _scan_value(report, "disk_log", f"embeddings_queue:seq_id={seq}:{col}",
-                                        value, m)
+                            batch.append((f"embeddings_queue:seq_id={seq}:{col}", value))
+                    if len(batch) >= 3 * _PAGE:
+                        _scan_values(report, "disk_log", batch, m)
+                        batch = []
+                _scan_values(report, "disk_log", batch, m)
             fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts[345]", sql, re.I))
             for vt in fts:
                 for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
