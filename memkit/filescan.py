@@ -38,7 +38,7 @@ from typing import Any
 
 from memkit.containers import Budget, Limits, container_kind, open_members
 from memkit.coverage import FileCoverage, Snapshot
-from memkit.encodings import WIDE_ENCODINGS, WideSpan, byte_spans, wide_spans
+from memkit.encodings import WIDE_ENCODINGS, WideSpan
 from memkit.fulltext import fulltext_hits_each, fulltext_tables, shadow_tables
 from memkit.matching import SecretMatcher
 
@@ -295,8 +295,9 @@ class Scanner:
 
     def raw(self, data: Any, surface: str, label: str) -> int:
         """Match ``data`` as UTF-8 and as UTF-16/32; add the hits; return how many."""
-        spans = byte_spans(self.m, data)
-        wide = wide_spans(data, self.m, exclude=[(s, e, i) for s, e, _, i in spans])
+        from memkit.scan_pool import raw_copies
+
+        spans, wide = raw_copies(self.m, data)
         return self.raw_hits(data, surface, label, spans, wide)
 
     def raw_hits(self, data: Any, surface: str, label: str, spans: list[tuple[int, int, str, int | None]],

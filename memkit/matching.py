@@ -72,7 +72,7 @@ import sys
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -579,7 +579,7 @@ def fewest_spellings(secret: str) -> int:
     return len(_structure(secret)[1])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _core(ch: str) -> str:
     """The letters and digits of one character's fold (``_structure``'s unit)."""
     return "".join(c for c in _fold(ch) if c.isalnum())

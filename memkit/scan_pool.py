@@ -279,19 +279,50 @@ def _engine(m: Any) -> Any:
     return m.engine if hasattr(m, "engine") else _single_engine(m.secret)
 
 
-def _read_piece(path: str, lo: int, hi: int) -> _Piece:
-    """The copies that start in ``[lo, hi)`` of a file: per secret its chain from
-    ``lo`` (copies, the secret as given, whether the pattern read it as given), and the
-    wide candidates (:func:`memkit.encodings.wide_candidates`)."""
+BLOCK_BYTES = 4 << 20
+"""Bytes read by the scan engine and the wide readings one after the other, while they
+are in the CPU's cache (each reads them from memory once, not once per pass)."""
+
+
+def _blocks(data: Any, m: Any, lo: int, hi: int) -> list[_Piece]:
+    """The copies that start in ``data[lo:hi]``, as pieces of :data:`BLOCK_BYTES`: per
+    secret its chain from the block's start (copies, the secret as given, whether the
+    pattern read it as given), and the wide candidates
+    (:func:`memkit.encodings.wide_candidates`)."""
     from memkit.encodings import wide_candidates
 
+    engine = _engine(m)
+    out = []
+    for a in range(lo, hi, BLOCK_BYTES):
+        b = min(hi, a + BLOCK_BYTES)
+        st = engine.scan_part(data, a, b)
+        states = {i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
+                  for i in set(st.found) | set(st.exact)}
+        out.append(_Piece(a, b, states, wide_candidates(data, m, a, b)))
+    return out
+
+
+def _read_piece(path: str, lo: int, hi: int) -> list[_Piece]:
+    """:func:`_blocks` of ``[lo, hi)`` of a file."""
     m = _LOCAL_M if _LOCAL_M is not None else _M
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        st = _engine(m).scan_part(mm, lo, hi)
-        wide = wide_candidates(mm, m, lo, hi)
-    states = {i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
-              for i in set(st.found) | set(st.exact)}
-    return _Piece(lo, hi, states, wide)
+        return _blocks(mm, m, lo, hi)
+
+
+def raw_copies(m: Any, data: Any) -> tuple[list[tuple[int, int, str, int | None]], list[Any]]:
+    """The UTF-8 copies (``(start, end, kind, index)``) and the wide copies of ``data``
+    for :meth:`memkit.filescan.Scanner.raw`: read in blocks (:data:`BLOCK_BYTES`) when
+    it is larger than two, else in one pass each."""
+    from memkit.encodings import byte_spans, pick, wide_spans
+
+    if len(data) <= 2 * BLOCK_BYTES or _engine(m) is None:
+        spans = byte_spans(m, data)
+        return spans, wide_spans(data, m, exclude=[(s, e, i) for s, e, _, i in spans])
+    pieces = _blocks(data, m, 0, len(data))
+    spans = _join(_engine(m), data, pieces)
+    if not hasattr(m, "engine"):
+        spans = [(s, e, k, None) for s, e, k, _ in spans]
+    return spans, pick([c for p in pieces for c in p.wide], [(s, e, i) for s, e, _, i in spans])
 
 
 # --------------------------------------------------------------------------- joining pieces
@@ -467,7 +498,7 @@ def _joined_raw(scanner: Any, job: _Job, pending: dict[Any, Any]) -> tuple[list[
     """UTF-8 and wide copies of a file read in pieces."""
     from memkit.encodings import pick
 
-    pieces = [pending.pop((id(job), lo)).get() for lo, _ in job.pieces]
+    pieces = [block for lo, _ in job.pieces for block in pending.pop((id(job), lo)).get()]
     with open(job.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         spans = _join(_engine(scanner.m), mm, pieces)
     if not hasattr(scanner.m, "engine"):

@@ -110,3 +110,15 @@ def test_pieces_join_to_the_chains_of_the_whole_file():
                 i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
                 for i in set(st.found) | set(st.exact)}, []))
         assert scan_pool._join(m.engine, text, pieces) == whole, step
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_buffer_read_in_blocks_has_the_copies_of_one_pass(tmp_path, monkeypatch, many):
+    """raw_copies reads a large buffer in cache-sized blocks (engine and wide readings
+    block by block): the same UTF-8 and wide copies as one pass of each."""
+    big = (tree(tmp_path) / "z-big.bin").read_bytes()
+    m = MultiMatcher(SECRETS) if many else matcher(SECRETS[0])
+    one = scan_pool.raw_copies(m, big)
+    monkeypatch.setattr(scan_pool, "BLOCK_BYTES", 3 * 4096 + 7)
+    assert scan_pool.raw_copies(m, big) == one
+    assert one[0] and one[1]
