@@ -10,7 +10,9 @@ the report is the one a single process writes. Small files go to a worker in bat
 a file larger than :data:`PIECE_BYTES` has its bytes read in pieces by all workers
 (:func:`_read_piece`: the scan engine's chains over the piece, and the wide readings
 of the copies that start in it), joined in order (:func:`_join`), while one worker
-reads the rest of it (SQL, containers) with those hits given.
+reads the rest of it (SQL, containers) with those hits given. Any buffer is read in
+blocks of :data:`BLOCK_BYTES`, the engine and the wide readings one after the other
+on each (:func:`raw_copies`), so each pass finds the block in the CPU's cache.
 
 Joining pieces is exact: a chain (each secret's copies, left to right, none
 overlapping) that a piece began at its first byte agrees with the chain of the whole
@@ -41,7 +43,7 @@ from typing import Any
 from memkit.containers import Budget, Limits
 from memkit.coverage import FileCoverage, Snapshot
 
-__all__ = ["PIECE_BYTES", "prefork", "release", "scan_path", "workers"]
+__all__ = ["BLOCK_BYTES", "PIECE_BYTES", "prefork", "raw_copies", "release", "scan_path", "workers"]
 
 PIECE_BYTES = 16 << 20
 """A file larger than twice this is read in pieces of at least this size (a piece per
