@@ -43,7 +43,7 @@ from typing import Any
 from memkit.checkpoints import CHECKPOINT_BLOBS, is_checkpoint_db, scan_checkpoint_db
 from memkit.containers import Budget, Limits, container_kind, open_members
 from memkit.coverage import FileCoverage, Snapshot
-from memkit.encodings import WIDE_ENCODINGS, wide_spans
+from memkit.encodings import WIDE_ENCODINGS, WideSpan
 from memkit.fulltext import fulltext_hits_each, fulltext_tables, shadow_tables
 from memkit.matching import SecretMatcher
 
@@ -172,6 +172,10 @@ class Scanner:
         """Scan a given file or directory (module doc)."""
         label = label if label is not None else str(top)
         budget = Budget(self.limits.max_total_bytes)
+        from memkit.scan_pool import scan_path
+
+        if scan_path(self, top, family, label, budget):  # planned and read in worker processes
+            return
         if top.is_dir():
             self._walk(top, label, family, set(), budget)
         else:
@@ -324,16 +328,23 @@ class Scanner:
 
     def raw(self, data: Any, surface: str, label: str) -> int:
         """Match ``data`` as UTF-8 and as UTF-16/32; add the hits; return how many."""
+        from memkit.scan_pool import raw_copies
+
+        spans, wide = raw_copies(self.m, data)
+        return self.raw_hits(data, surface, label, spans, wide)
+
+    def raw_hits(self, data: Any, surface: str, label: str, spans: list[tuple[int, int, str, int | None]],
+                 wide: list[WideSpan]) -> int:
+        """Add the hits of :meth:`raw` from its UTF-8 ``spans`` and ``wide`` copies (byte
+        offsets into ``data``, which gives the snippets); return how many."""
         from memkit.residue import Hit, _mask, _printable, _render
 
         m, report = self.m, self.report
         loc = _mask(label, m)
-        spans = m.byte_spans(data)
-        for s, e, kind, *idx in spans:
+        for s, e, kind, idx in spans:
             lo, hi = max(0, s - 24), min(len(data), e + 24)
             window = _printable(bytes(data[lo:hi]))
-            report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, spans, lo, hi), *idx))
-        wide = wide_spans(data, m, exclude=[(sp[0], sp[1]) for sp in spans])
+            report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, spans, lo, hi), idx))
         for w in wide:
             lo, hi = max(0, w.text_start - 24), min(len(w.text), w.text_end + 24)
             snippet = _render(w.text, 0, [(w.text_start, w.text_end, w.kind)], lo, hi)
@@ -342,7 +353,7 @@ class Scanner:
         return len(spans) + len(wide)
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
-        from memkit.residue import _scan_text, _strings_in
+        from memkit.residue import _scan_values, _strings_in
 
         if len(data) > _JSON_DECODE_MAX:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
@@ -357,9 +368,9 @@ class Scanner:
             except (ValueError, RecursionError):
                 return
         cov.decoders.append("json")
-        for n, doc in enumerate(docs):
-            for where, text in _strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}"):
-                _scan_text(self.report, cov.surface, label + where, text, self.m)
+        _scan_values(self.report, cov.surface, [
+            (label + where, text) for n, doc in enumerate(docs)
+            for where, text in _strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}")], self.m)
 
     def _sqlite(self, data: Any, label: str, family: Family, cov: FileCoverage,
                 path: Path | None) -> None:

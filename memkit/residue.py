@@ -153,6 +153,8 @@ _WAL_SUFFIXES = ("-wal", "-journal", "-shm")
 _WINDOW = 24
 _MASK = "[SECRET]"
 _PAGE = 2000
+_BATCH_BYTES = 4 << 20
+"""Text read from SQL rows per :func:`_scan_values` call (bounds its memory)."""
 
 
 class NotAChromaDirectory(ValueError):
@@ -344,6 +346,74 @@ def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m:
                 _scan_text(report, surface, location + path, inner, m, depth + 1)
 
 
+class _Text:
+    """One text of :func:`_scan_values`: where it is, its copies, the strings of the JSON
+    it holds when it shows none (read as :func:`_scan_text` reads them)."""
+
+    __slots__ = ("location", "text", "depth", "spans", "kids")
+
+    def __init__(self, location: str, text: str, depth: int) -> None:
+        self.location, self.text, self.depth = location, text, depth
+        self.spans: list[Any] = []
+        self.kids: list[_Text] = []
+
+
+def _scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, Any]], m: Any) -> None:
+    """:func:`_scan_value` of each ``(location, value)``, with the same hits in the same
+    order, for many values at once: one scan engine pass over every text of a level
+    (:func:`memkit.multi_matcher.may_hold`) names those that may hold a copy, and only
+    those are matched, instead of one matcher call per text."""
+    from memkit.multi_matcher import may_hold
+
+    order: list[Any] = []
+    texts: list[_Text] = []
+
+    def flatten(location: str, value: Any) -> None:
+        text = scalar_text(value)
+        if text is not None:
+            node = _Text(location, text, 0)
+            order.append(node)
+            texts.append(node)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            order.append((location, bytes(value)))
+        elif isinstance(value, (list, tuple)):
+            for n, v in enumerate(value):
+                flatten(f"{location}[{n}]", v)
+
+    for location, value in items:
+        flatten(location, value)
+    level = texts
+    while level:
+        deeper: list[_Text] = []
+        for node, may in zip(level, may_hold(m, [n.text for n in level]), strict=True):
+            node.spans = m.spans(node.text) if may else []
+            if not node.spans and node.depth < 4 and node.text[:1] in "[{\"":
+                try:
+                    decoded = json.loads(node.text)
+                except (ValueError, RecursionError):
+                    continue
+                for path, inner in _strings_in(decoded, ":<json>"):
+                    if inner != node.text:
+                        node.kids.append(_Text(node.location + path, inner, node.depth + 1))
+                deeper += node.kids
+        level = deeper
+
+    def emit(node: _Text) -> None:
+        if node.spans:
+            loc = _mask(node.location, m)
+            for s, e, kind, *index in node.spans:
+                lo, hi = max(0, s - _WINDOW), min(len(node.text), e + _WINDOW)
+                report.add(Hit(surface, loc, kind, _render(node.text, 0, node.spans, lo, hi), *index))
+        for kid in node.kids:
+            emit(kid)
+
+    for item in order:
+        if isinstance(item, _Text):
+            emit(item)
+        else:
+            _scan_buffer(report, surface, item[0], item[1], m)
+
+
 def _printable(b: bytes) -> str:
     return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
 
@@ -355,7 +425,11 @@ def _scan_buffer(
     data: bytes | mmap.mmap,
     m: SecretMatcher,
 ) -> None:
-    matches = m.byte_spans(data)
+    from memkit.encodings import byte_spans
+
+    matches = byte_spans(m, data)
+    if not matches:
+        return
     loc = _mask(location, m)
     for s, e, kind, *index in matches:
         lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
@@ -407,11 +481,17 @@ def _scan_table(
     """Match every text/blob value of ``table`` (but the columns in ``skip``, read elsewhere)."""
     cur = con.execute(f"SELECT * FROM {_quote(table)}")
     cols = [d[0] for d in cur.description]
+    batch: list[tuple[str, Any]] = []
+    size = 0
     for n, row in enumerate(cur):
         for col, value in zip(cols, row, strict=True):
             if isinstance(value, (str, bytes)) and col not in skip:
-                _scan_value(report, surface, f"{prefix}{table}:row{n}:{col}", value,
-                            m)
+                batch.append((f"{prefix}{table}:row{n}:{col}", value))
+                size += len(value)
+        if size >= _BATCH_BYTES:
+            _scan_values(report, surface, batch, m)
+            batch, size = [], 0
+    _scan_values(report, surface, batch, m)
 
 
 def _scan_chroma_sql(
@@ -426,11 +506,15 @@ def _scan_chroma_sql(
             tables = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'"))
             if "embeddings_queue" in tables:
                 cur = con.execute("SELECT seq_id, topic, id, metadata FROM embeddings_queue")
+                batch: list[tuple[str, Any]] = []
                 for seq, topic, rid, meta in cur:
                     for col, value in (("topic", topic), ("id", rid), ("metadata", meta)):
                         if isinstance(value, (str, bytes)):
-                            _scan_value(report, "disk_log", f"embeddings_queue:seq_id={seq}:{col}",
-                                        value, m)
+                            batch.append((f"embeddings_queue:seq_id={seq}:{col}", value))
+                    if len(batch) >= 3 * _PAGE:
+                        _scan_values(report, "disk_log", batch, m)
+                        batch = []
+                _scan_values(report, "disk_log", batch, m)
             fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts[345]", sql, re.I))
             for vt in fts:
                 for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
@@ -591,6 +675,27 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
     return out
 
 
+def _copy_chroma(root: Path, copy: Path) -> None:
+    """Copy what chromadb opens of a persist directory: ``chroma.sqlite3`` with its
+    journals and the directory of each segment the database lists (all directories
+    when it lists none); regular files and directories only (a FIFO would block the
+    copy, a link loop would not end: the byte scan lists both as not checked). Other
+    files (side files kept in the directory) are not chroma's and are not copied."""
+    copy.mkdir()
+    _copy_sqlite(root / "chroma.sqlite3", copy)
+    try:
+        con = sqlite3.connect(copy / "chroma.sqlite3")
+        try:
+            ids = {str(i) for (i,) in con.execute("SELECT id FROM segments")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        ids = set()
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False) and (not ids or entry.name in ids):
+            shutil.copytree(entry.path, copy / entry.name, symlinks=True, ignore=_not_regular)
+
+
 def _db_pairs(db: Path) -> list[tuple[str, str]]:
     """(tenant, database) pairs of a chroma.sqlite3 (read on a copy by the caller)."""
     con = sqlite3.connect(db)
@@ -609,9 +714,7 @@ def _scan_chroma_dir_api(
 
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
         copy = Path(tmp) / "chroma"
-        # regular files and directories only: a FIFO would block the copy, a link loop
-        # would not end (the byte scan lists both as not checked)
-        shutil.copytree(root, copy, symlinks=True, ignore=_not_regular)
+        _copy_chroma(root, copy)
         pairs = _db_pairs(copy / "chroma.sqlite3")
         multi = len(pairs) > 1
         for tenant, database in pairs:
@@ -710,6 +813,12 @@ def scan(
         if not _is_sqlite(c):
             raise ValueError(f"cache file {c} is not an SQLite database")
 
+    from memkit import scan_pool
+
+    # worker processes for the files, forked before chromadb starts its threads
+    roots = [] if target is None else [getattr(target, "path", None) if isinstance(target, TieredMemoryStore)
+                                        else Path(target).expanduser()]
+    scan_pool.prefork(m, [*roots, *caches, *(Path(a).expanduser() for a in also)])
     if target is None:
         # side files, caches and checkpointers only: no store was given
         report = ResidueReport(target="side files")
@@ -786,6 +895,7 @@ def scan(
         *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
         *(("checkpoint",) if checkpointer is None else ()),
     ]
+    scan_pool.release(m)
     return report
 
 

@@ -6,9 +6,6 @@ from pathlib import Path
 
 import typer
 
-from evaluators.compare import METRICS, UnpairedRunsError, ci_text, compare_runs, paired_text
-from evaluators.tables import signed_text
-
 
 def register(app: typer.Typer) -> None:
     """Register ``memkit compare`` on the ``memkit`` app."""
@@ -23,6 +20,15 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Bootstrap seed."),
     ) -> None:
         """Put finished sweeps side by side: Table 2, frontier, FRS, paired differences with CIs."""
+        from evaluators.compare import (
+            METRICS,
+            UnpairedRunsError,
+            ci_text,
+            compare_runs,
+            paired_text,
+        )
+        from evaluators.tables import signed_text
+
         try:
             result = compare_runs([str(d) for d in run_dirs], out, unpaired=unpaired,
                                   n_resamples=n_resamples, seed=seed)
