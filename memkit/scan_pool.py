@@ -234,7 +234,7 @@ def _fragment(report: Any) -> dict[str, Any]:
 
 
 def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
-               raw: tuple[list[Any], list[Any]] | None = None) -> dict[str, Any]:
+               raw: tuple[list[Any], list[Any]] | None = None, serde: Any = None) -> dict[str, Any]:
     """Read one file as :meth:`Scanner.file` does, into a report of its own; with
     ``raw``, the file's own bytes are not matched again (its UTF-8 and wide copies were
     read in pieces and are added first)."""
@@ -249,7 +249,7 @@ def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
                 return self.raw_hits(data, surface, label, raw[0], raw[1])
             return super().raw(data, surface, label)
 
-    scanner = JobScanner(report, m, limits, seen=dict(job.seen), skip_sql=set(skip_sql))
+    scanner = JobScanner(report, m, limits, seen=dict(job.seen), skip_sql=set(skip_sql), checkpoint_serde=serde)
     budget = Budget(job.budget)
     scanner.file(Path(job.path), job.label, getattr(filescan, job.family), budget, surface=job.surface)
     out = _fragment(report)
@@ -257,8 +257,9 @@ def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
     return out
 
 
-def _read_batch(jobs: list[_Job], limits: Limits, skip_sql: set[str], kind: type) -> list[dict[str, Any]]:
-    return [_read_file(j, limits, skip_sql, kind) for j in jobs]
+def _read_batch(jobs: list[_Job], limits: Limits, skip_sql: set[str], kind: type,
+                serde: Any = None) -> list[dict[str, Any]]:
+    return [_read_file(j, limits, skip_sql, kind, None, serde) for j in jobs]
 
 
 _LOCAL_M: Any = None
@@ -422,6 +423,7 @@ def _run(scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
     found to ``scanner.report`` in plan order."""
     global _LOCAL_M
     report, limits, skip = scanner.report, scanner.limits, scanner.skip_sql
+    serde = getattr(scanner, "checkpoint_serde", None)
     kind = type(report)
     n = workers() if pool is not None else 1
     jobs = [e[1] for e in events if e[0] == "job"]
@@ -440,7 +442,7 @@ def _run(scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
 
         def flush() -> None:
             if batch:
-                res = pool.apply_async(_read_batch, (list(batch), limits, skip, kind))
+                res = pool.apply_async(_read_batch, (list(batch), limits, skip, kind, serde))
                 for k, j in enumerate(batch):
                     pending[id(j)] = (res, k)
                 batch.clear()
@@ -459,13 +461,13 @@ def _run(scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
             elif ev == "note":
                 report.notes.append(item)
             else:
-                _finish_job(scanner, item, budget, pool, pending, limits, skip, kind)
+                _finish_job(scanner, item, budget, pool, pending, limits, skip, kind, serde)
     finally:
         _LOCAL_M = None
 
 
 def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dict[Any, Any], limits: Limits,
-                skip: set[str], kind: type) -> None:
+                skip: set[str], kind: type, serde: Any = None) -> None:
     """Add one job's findings to the report; a job that used more of the budget than
     was left for it (the jobs before it used some) is read again here with what was
     left."""
@@ -475,8 +477,8 @@ def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dic
         before = Snapshot.of(job.path)
         raw = _joined_raw(scanner, job, pending)
         job.budget = budget.left
-        frag = (pool.apply(_read_file, (job, limits, skip, kind, raw)) if pool is not None
-                else _read_file(job, limits, skip, kind, raw))
+        frag = (pool.apply(_read_file, (job, limits, skip, kind, raw, serde)) if pool is not None
+                else _read_file(job, limits, skip, kind, raw, serde))
         if Snapshot.of(job.path) != before:
             changed = next((c for c in frag["coverage"] if c.path == job.label), None)
     elif id(job) in pending:
@@ -484,10 +486,10 @@ def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dic
         frag = res.get()[k]
     else:
         job.budget = budget.left
-        frag = _read_file(job, limits, skip, kind)
+        frag = _read_file(job, limits, skip, kind, None, serde)
     if frag["used"] > budget.left:
         job.budget = budget.left
-        frag = _read_file(job, limits, skip, kind)
+        frag = _read_file(job, limits, skip, kind, None, serde)
     budget.left -= frag["used"]
     _merge(report, frag)
     if changed is not None and not any(x.startswith("changed during") for x in changed.left):
