@@ -15,7 +15,7 @@ Then, for each ``--secrets`` count, best of ``--repeat``:
 * **a directory**: ``grep -r -c -a -F -f SECRETS DIR`` against ``memkit residue DIR
   --secrets-file SECRETS --json --no-embeddings``, DIR a Chroma directory holding the
   mixed files; memkit's time also less its time on the store alone;
-* **the engine** alone: :func:`memkit.scan_engine.scan_files` over the directory's
+* **the engine** alone: :func:`memkit.scan.engine.scan_files` over the directory's
   files (every spelling, UTF-8 only), in its own process.
 
 It prints wall times, the ratios to grep, each memkit process tree's peak RSS
@@ -202,7 +202,7 @@ import json, sys
 from pathlib import Path
 secrets_file, *files = sys.argv[1:]
 secrets = [s for s in Path(secrets_file).read_text().splitlines() if s]
-from memkit.scan_engine import scan_files
+from memkit.scan.engine import scan_files
 print(json.dumps({f: sum(c.values()) for f, c in scan_files(secrets, files).items()}))
 """
 

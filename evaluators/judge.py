@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from sklearn.metrics import cohen_kappa_score
 
 from evaluators.judge_parse import parse_verdict
-from memkit.longmemeval import QUESTION_TYPES as _LME_TYPES
+from memkit.dataset.longmemeval import QUESTION_TYPES as _LME_TYPES
 
 __all__ = [
     "JUDGE_PROMPTS",

@@ -109,7 +109,7 @@ class CallRecord(_Record):
 
 class CanaryRecord(_Record):
     """The canary planted in a unit's instance: ``value`` in turn ``turn_index`` of
-    session ``session_id`` (:func:`memkit.canaries.plant`)."""
+    session ``session_id`` (:func:`memkit.dataset.canaries.plant`)."""
 
     type: Literal["canary"]
     design: str = "study"
@@ -136,7 +136,7 @@ class ForensicsRecord(_Record):
             (status ``checked``, ``not_checked`` or ``n/a``; ``stale``: copies of some
             old text tied to no one secret, such as vectors).
         fingerprint: with a user-scope forget, ``{"strings", "remaining",
-            "by_surface"}`` of the user's fingerprint (:func:`memkit.fingerprint.fingerprint`).
+            "by_surface"}`` of the user's fingerprint (:func:`memkit.residue.fingerprint.fingerprint`).
     """
 
     type: Literal["forensics"]
@@ -156,7 +156,7 @@ class ForensicsRecord(_Record):
 
 class UnitDone(_Record):
     """The marker after a unit's records: ``llm_calls`` sent, ``cache_hits``, and
-    ``tokens`` per phase and model (:func:`memkit.models.token_usage`)."""
+    ``tokens`` per phase and model (:func:`memkit.models.chat.token_usage`)."""
 
     type: Literal["unit_done"]
     unit: str

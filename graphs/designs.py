@@ -65,8 +65,8 @@ from graphs.nodes import (
     make_summarizer,
     user_turn_chunks,
 )
-from memkit.matching import matcher, redact_text
-from memkit.store import TIERS, Chunk, TieredMemoryStore
+from memkit.scan.matching import matcher, redact_text
+from memkit.store.tiered import TIERS, Chunk, TieredMemoryStore
 
 __all__ = [
     "DESIGNS",
@@ -116,7 +116,7 @@ class MemoryDesign:
 
     Raises:
         ValueError: a bad name, or ``tiers`` not covering S = 0, 1, 2 with tiers of
-            :data:`memkit.store.TIERS`.
+            :data:`memkit.store.tiered.TIERS`.
     """
 
     name: str
@@ -156,7 +156,7 @@ class MemoryDesign:
         Args:
             store: where chunks go.
             model: model spec or chat model for the summarizer factory.
-            cache: an :class:`memkit.cache.LLMCache` for the summarizer's model.
+            cache: an :class:`memkit.store.cache.LLMCache` for the summarizer's model.
             summarizer: an already built summarizer (overrides ``model``/``cache``).
 
         Returns:
@@ -172,7 +172,7 @@ class MemoryDesign:
         Args:
             store: where chunks are read from.
             model: model spec or chat model for the responder factory.
-            cache: an :class:`memkit.cache.LLMCache` for the responder's model.
+            cache: an :class:`memkit.store.cache.LLMCache` for the responder's model.
             retriever, responder: already built nodes (override the factories).
 
         Returns:
@@ -190,7 +190,7 @@ class MMRRetriever:
     """Maximal-marginal-relevance :data:`graphs.nodes.Retriever` over a store.
 
     Takes the top ``max(fetch_k, k)`` chunks by cosine similarity
-    (:meth:`memkit.store.TieredMemoryStore.search`), then selects ``k`` of them with
+    (:meth:`memkit.store.tiered.TieredMemoryStore.search`), then selects ``k`` of them with
     LangChain's :func:`langchain_core.vectorstores.utils.maximal_marginal_relevance`
     (greedy: relevance ``lambda_mult`` vs. redundancy ``1 - lambda_mult``) on the
     stored vectors and the query's MiniLM embedding. For ``k <= fetch_k`` the
@@ -304,7 +304,7 @@ def _views(text: str) -> list[str]:
     """The text as the scrubber's detectors read it: as given; its visible form (NFKC,
     format characters such as zero-width spaces removed); and that with every run of
     punctuation or symbols between two letters or digits written ``-`` (en dashes,
-    minus signs, dots: the joiners :mod:`memkit.matching` treats as separators)."""
+    minus signs, dots: the joiners :mod:`memkit.scan.matching` treats as separators)."""
     visible = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
     return list(dict.fromkeys([text, visible, _JOINER.sub("-", visible)]))
 
@@ -324,7 +324,7 @@ def detect_secrets(text: str) -> dict[str, str]:
 
 def scrub_text(text: str, known: Mapping[str, str] | None = None) -> str:
     """``text`` with every copy of every detected value replaced, in every spelling
-    :mod:`memkit.matching` counts as a copy (any case, any dash or blank between its
+    :mod:`memkit.scan.matching` counts as a copy (any case, any dash or blank between its
     characters, zero-width characters, any Unicode normal form, escapes).
 
     Detected values are those :func:`detect_secrets` finds in ``text`` plus ``known``

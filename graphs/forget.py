@@ -27,15 +27,15 @@ conditional edges and whose every node routes to the next step of its mode
 (:data:`LADDER` is the single source of both). :func:`forget` runs the same steps
 without graph overhead. Both return what changed (:class:`ForgetResult`).
 
-Matching is :mod:`memkit.matching` (every spelling of the secret: normal forms, case,
+Matching is :mod:`memkit.scan.matching` (every spelling of the secret: normal forms, case,
 any separator, JSON escapes), the same matcher
-:meth:`~memkit.store.TieredMemoryStore.redact`, the LLM cache and the residue scanner
+:meth:`~memkit.store.tiered.TieredMemoryStore.redact`, the LLM cache and the residue scanner
 use.
 
 A forget finishes or refuses before it changes anything: the modes that compact
-check :meth:`~memkit.store.TieredMemoryStore.compaction_blocker` first (a store
+check :meth:`~memkit.store.tiered.TieredMemoryStore.compaction_blocker` first (a store
 behind a chroma server cannot be compacted by memkit) and raise
-:class:`~memkit.store.StoreError` with the store untouched, unless
+:class:`~memkit.store.tiered.StoreError` with the store untouched, unless
 ``unverified_ok=True``, which runs every step the API allows and lists the disk
 surfaces as unverified. After its steps, every mode but ``none`` re-reads the store
 and caches and reports which surfaces it verified clean, which still hold copies,
@@ -47,7 +47,7 @@ checkpoint database becomes one more place the secret lives.
 Why this module is long: the forget graph's steps for both scopes (one secret's
 ladder and the user-scope ladder) share one plan, one context and one verification,
 so that every mode says the same thing about what it verified; the store's own
-primitives and compaction live in :mod:`memkit.store` and :mod:`memkit.compaction`.
+primitives and compaction live in :mod:`memkit.store.tiered` and :mod:`memkit.store.compaction`.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ from langgraph.graph import END, START, StateGraph
 
 from graphs.memory import summarize_session
 from graphs.nodes import Summarizer, check_level, make_summarizer
-from memkit.cache import contains_secret
-from memkit.langgraph_store import NAMESPACE_SEPARATOR, chunk_namespace
-from memkit.matching import matcher
-from memkit.store import TIERS, StoreError, TieredMemoryStore
+from memkit.scan.matching import matcher
+from memkit.store.cache import contains_secret
+from memkit.store.langgraph import NAMESPACE_SEPARATOR, chunk_namespace
+from memkit.store.tiered import TIERS, StoreError, TieredMemoryStore
 
 __all__ = [
     "DELETION_MODES",
@@ -108,7 +108,7 @@ class ForgetResult:
         steps: the steps run, in order (:data:`LADDER`).
         deleted, redacted, created: chunk ids per tier (``{"raw": [...], "summary": [...]}``).
         affected_sessions: session ids whose raw chunks held the secret.
-        cache_entries_purged: LLM-cache entries deleted (:meth:`memkit.cache.LLMCache.purge`).
+        cache_entries_purged: LLM-cache entries deleted (:meth:`memkit.store.cache.LLMCache.purge`).
         bytes_before, bytes_after: store size on disk around compaction (bytes), else ``None``.
         compaction_seconds: wall time of compaction, else ``None``.
         tombstone: the audit record of ``tombstone_redaction``, else ``None``.
@@ -249,7 +249,7 @@ def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[st
 def _purge_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     result.cache_entries_purged += sum(int(c.purge(state["secret"])) for c in ctx.caches)
     # The shared embedder memoises recent texts in process memory: drop the secret's.
-    from memkit.models import embeddings
+    from memkit.models.chat import embeddings
 
     if embeddings.cache_info().currsize:  # loaded in this process
         embeddings().forget(state["secret"])
@@ -290,7 +290,7 @@ def _namespace_chunks(store: TieredMemoryStore, namespaces: Sequence[str | Seque
                       tiers: Sequence[str] | None = None) -> list[Any]:
     """The chunks of ``namespaces``: a string is a memkit namespace as stored (every
     chunk under it); a tuple is a namespace's labels (the chunks whose
-    :func:`~memkit.langgraph_store.chunk_namespace` equals it exactly)."""
+    :func:`~memkit.store.langgraph.chunk_namespace` equals it exactly)."""
     out: dict[str, Any] = {}
     for ns in namespaces:
         if isinstance(ns, str):
@@ -330,10 +330,10 @@ def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) 
     fps = state.get("fingerprints") or []
     if fps:
         result.cache_entries_purged += sum(int(c.purge_any(fps)) for c in ctx.caches)
-        from memkit.models import embeddings
+        from memkit.models.chat import embeddings
 
         if embeddings.cache_info().currsize:  # the shared embedder's memo of recent texts
-            from memkit.multi_matcher import MultiMatcher
+            from memkit.scan.multi import MultiMatcher
 
             mm, emb = MultiMatcher(fps), embeddings()
             held = {fps[i] for t in list(getattr(emb, "_memo", {})) for i in mm.candidates(t)}
@@ -368,7 +368,7 @@ USER_LADDER: dict[str, tuple[str, ...]] = {
 }
 """The steps of each deletion mode at user scope (:func:`forget_user`): the user's
 namespaces instead of the chunks holding one secret, the user's fingerprint
-(:func:`memkit.fingerprint.fingerprint`) instead of one secret for redaction and the
+(:func:`memkit.residue.fingerprint.fingerprint`) instead of one secret for redaction and the
 LLM-cache purge."""
 
 
@@ -423,7 +423,7 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
 def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
     """Re-read the whole store (every namespace) and the caches for any of the user's
     fingerprints; fill ``verified``/``remaining`` (chunks holding one, per surface)."""
-    from memkit.multi_matcher import MultiMatcher
+    from memkit.scan.multi import MultiMatcher
 
     fps = state.get("fingerprints") or []
     counts = {"text_raw": 0, "text_summary": 0, "text_other": 0, "metadata": 0}
@@ -527,7 +527,7 @@ def forget(
             summary chunks, ``extra["S"]``).
         summarizer: the summarizer ``raw_plus_resummarize`` uses (default extractive);
             pass the one the memory was written with.
-        cache: an :class:`memkit.cache.LLMCache` or a list of them, purged by
+        cache: an :class:`memkit.store.cache.LLMCache` or a list of them, purged by
             ``full_purge`` and ``tombstone_redaction``.
         unverified_ok: when the store cannot be compacted (behind a chroma server),
             run the other steps anyway and list the disk surfaces as unverified,
@@ -582,9 +582,9 @@ def user_namespaces(
 ) -> list[tuple[str, ...]]:
     """The store's namespaces that belong to ``user_id``, as label tuples (sorted).
 
-    Namespaces compare as tuples of labels (:func:`memkit.langgraph_store.chunk_namespace`:
+    Namespaces compare as tuples of labels (:func:`memkit.store.langgraph.chunk_namespace`:
     a memkit namespace such as a user id is one label; a
-    :class:`~memkit.langgraph_store.MemkitStore` item's namespace is its LangGraph
+    :class:`~memkit.store.langgraph.MemkitStore` item's namespace is its LangGraph
     labels), label by label and whole: never as joined strings, never as a part or
     prefix of a label. Without ``namespace_for``, a namespace belongs to ``user_id`` when
     it **equals** ``(user_id,)`` (memkit's own writers: the namespace is the user id) or
@@ -628,7 +628,7 @@ def forget_user(
         user_id: the user.
         mode: one of :data:`DELETION_MODES`.
         fingerprints: the strings that identify the user's data
-            (:func:`memkit.fingerprint.fingerprint`); default: computed from
+            (:func:`memkit.residue.fingerprint.fingerprint`); default: computed from
             ``turns`` (default: the texts of the user's raw chunks), ``others``
             (default: the raw chunks of every other namespace) and ``canaries``.
         namespaces: the user's namespaces: label tuples (the chunks whose namespace is
@@ -650,7 +650,7 @@ def forget_user(
     Raises:
         ValueError: unknown mode, empty user id. StoreError: as :func:`forget`.
     """
-    from memkit.fingerprint import fingerprint
+    from memkit.residue.fingerprint import fingerprint
 
     if mode not in DELETION_MODES:
         raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")

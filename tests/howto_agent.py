@@ -23,12 +23,12 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.store.base import BaseStore
 
-from memkit.extractive import answer
+from memkit.models.extractive import answer
 
 
 def index() -> dict[str, Any]:
     """The store's semantic index: the real all-MiniLM-L6-v2 (bundled, offline)."""
-    from memkit.models import embeddings
+    from memkit.models.chat import embeddings
 
     return {"dims": 384, "embed": embeddings(), "fields": ["data"]}
 

@@ -1,5 +1,5 @@
 """Encrypted LangGraph checkpoints are "not decoded" (never clean) unless the key or
-serializer is given; then they are read (memkit.checkpoints, memkit.residue).
+serializer is given; then they are read (memkit.residue.checkpoints, memkit.residue.chroma).
 
 Checkpoints are written by LangGraph itself: a graph run on ``SqliteSaver`` with
 ``EncryptedSerializer.from_pycryptodome_aes(key=...)``, and a late pending write. The
@@ -25,8 +25,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from memkit.checkpoints import aes_serde, key_from_env
-from memkit.residue import scan, scan_checkpoints
+from memkit.residue.checkpoints import aes_serde, key_from_env
+from memkit.residue.chroma import scan, scan_checkpoints
 
 SECRET = "XQ7-VIOLET-3829"
 KEY = b"0123456789abcdef0123456789abcdef"  # 32 bytes, as LANGGRAPH_AES_KEY holds it

@@ -1,6 +1,6 @@
 """A store directory that cannot be renamed (a mount point, such as a container volume):
 a forget that compacts either completes -- the files are rewritten in place -- or
-refuses before changing anything (memkit.compaction, graphs.forget).
+refuses before changing anything (memkit.store.compaction, graphs.forget).
 
 "Cannot rename this directory" is shown two ways: a real bind mount (``unshare -m`` +
 ``mount --bind``, where the machine lets this user mount; skipped otherwise), and a
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-import memkit.compaction as compaction
+import memkit.store.compaction as compaction
 from graphs.forget import forget
-from memkit.residue import scan
-from memkit.store import StoreError, TieredMemoryStore
+from memkit.residue.chroma import scan
+from memkit.store.tiered import StoreError, TieredMemoryStore
 from tests.test_store_processes import HashEmbedder, _chroma_documents, _env, _grep, _script, raw
 
 SECRET = "XQ7-VIOLET-3829"
@@ -89,8 +89,8 @@ KILLER = """
 import errno, os, sys
 from pathlib import Path
 from helper_embedder import HashEmbedder
-import memkit.compaction as compaction
-from memkit.store import TieredMemoryStore
+import memkit.store.compaction as compaction
+from memkit.store.tiered import TieredMemoryStore
 from graphs.forget import forget
 
 path, point = Path(sys.argv[1]).resolve(), sys.argv[2]
@@ -146,7 +146,7 @@ def test_a_store_that_cannot_be_locked_refuses_before_deleting(tmp_path, monkeyp
     def no_lock(*a, **kw):
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / ".chroma.memkit"))
 
-    monkeypatch.setattr("memkit.store.DirectoryLock", no_lock)
+    monkeypatch.setattr("memkit.store.tiered.DirectoryLock", no_lock)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         store = TieredMemoryStore(path, embedder=HashEmbedder())
@@ -173,7 +173,7 @@ MOUNTED = """
 import os, sys
 from pathlib import Path
 from helper_embedder import HashEmbedder
-from memkit.store import TieredMemoryStore
+from memkit.store.tiered import TieredMemoryStore
 from graphs.forget import forget
 path = Path(sys.argv[1])
 mounts = {line.split()[4] for line in open("/proc/self/mountinfo")}  # a bind mount keeps st_dev

@@ -31,8 +31,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memkit.containers import Limits
-from memkit.residue import scan
+from memkit.residue.chroma import scan
+from memkit.residue.containers import Limits
 
 SECRET = "XQ7-violet-3829"
 SPELLED = "xq7 VIOLET 3829"  # another spelling the matcher counts (case, separators)
@@ -569,8 +569,8 @@ def _spelled(draw):
 def test_property_wide_passes_find_what_the_text_matcher_finds(case):
     """Whatever spelling the text matcher counts as a copy is found in the same text
     encoded as UTF-16/32: the lookup table drops no character a copy can hold."""
-    from memkit.encodings import wide_spans
-    from memkit.matching import matcher
+    from memkit.scan.encodings import wide_spans
+    from memkit.scan.matching import matcher
 
     secret, text, encoding = case
     m = matcher(secret)
@@ -601,8 +601,8 @@ def test_many_secrets_in_one_pass_find_what_single_scans_find(tmp_path):
     """``scan(secrets=[...])`` over every reading the coverage rule adds (UTF-16 text,
     a gzip JSON backup, an FTS5 index whose content is gone) finds each secret exactly
     where a scan for that secret alone does; copies planted by the standard library."""
-    from memkit.residue import scan
-    from memkit.store import TieredMemoryStore
+    from memkit.residue.chroma import scan
+    from memkit.store.tiered import TieredMemoryStore
 
     side = tmp_path / "side"
     side.mkdir()

@@ -1,7 +1,7 @@
 """The ``redacting`` design's scrubber (graphs.designs.scrub_text, RedactingSummarizer):
 what it scrubs, it scrubs in every spelling memkit's matcher counts as a copy.
 
-Secrets are drawn by memkit.canaries (seeded) and planted in their sentences; for each
+Secrets are drawn by memkit.dataset.canaries (seeded) and planted in their sentences; for each
 value the scrubber detects, spellings are generated here (case, Unicode dashes, blanks,
 zero-width characters, NFD/fullwidth forms, and mixes), each confirmed a copy by the
 matcher, and after scrubbing each is gone by the matcher AND by a plain check written
@@ -17,8 +17,8 @@ import pytest
 
 from graphs.designs import RedactingSummarizer, detect_secrets, scrub_text
 from graphs.nodes import SummaryItem, user_turn_chunks
-from memkit.canaries import SENTENCES, draw_secret
-from memkit.matching import matcher
+from memkit.dataset.canaries import SENTENCES, draw_secret
+from memkit.scan.matching import matcher
 
 DASHES = ["\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2015", "\u2212", "\ufe63", "\uff0d"]
 

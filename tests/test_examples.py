@@ -183,8 +183,8 @@ def test_the_snippets_of_docs_audit_md_run(embedder):
 
     import howto_agent
 
-    from memkit.extractive import answer
-    from memkit.models import embeddings
+    from memkit.models.chat import embeddings
+    from memkit.models.extractive import answer
 
     printed: list[str] = []
     env = {"build_agent": ex1.build_agent, "build_memory_writer": ex1.build_memory_writer,

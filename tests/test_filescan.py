@@ -1,4 +1,4 @@
-"""Files whose stat size is not their length (memkit.filescan): ``/proc/PID/environ`` and
+"""Files whose stat size is not their length (memkit.residue.files): ``/proc/PID/environ`` and
 ``/proc/PID/cmdline`` say 0 bytes, ``/sys`` files a page. A file is read to its end
 whatever its size says, and its coverage counts the bytes read.
 
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from memkit.containers import Limits
-from memkit.residue import scan
-from memkit.scan_engine import ScanEngine
+from memkit.residue.chroma import scan
+from memkit.residue.containers import Limits
+from memkit.scan.engine import ScanEngine
 
 SECRET = "XQ7-VIOLET-3829"
 SPELLED = "xq7 violet 3829"  # a spelling the matcher counts a copy

@@ -16,8 +16,8 @@ from langgraph.store.base import InvalidNamespaceError
 from langgraph.store.memory import InMemoryStore
 
 from graphs.forget import forget_user, user_namespaces
-from memkit.langgraph_store import MemkitStore, chunk_namespace, item_chunk_id
-from memkit.store import Chunk, TieredMemoryStore
+from memkit.store.langgraph import MemkitStore, chunk_namespace, item_chunk_id
+from memkit.store.tiered import Chunk, TieredMemoryStore
 
 USERS = ("7", "17", "alice", "alice.smith@example.com")
 PLAIN = {  # memkit namespaces (memkit's own writers: the namespace is a user or org id) -> owner

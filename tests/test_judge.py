@@ -14,7 +14,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from evaluators.judge import JudgeParseError, judge_correct, judge_prompt, judge_verdict
-from memkit.models import chat_model
+from memkit.models.chat import chat_model
 from tests.fakes import FakeOpenAIServer
 
 Q, A, REF, QTYPE = "How many coins do I have?", "You had 38, now you have 35.", 38, "knowledge-update"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from memkit.residue import scan
+from memkit.residue.chroma import scan
 
 pytestmark = pytest.mark.slow
 

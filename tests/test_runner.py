@@ -14,7 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 import evaluators.runner as runner
 from evaluators.runner import Deletion, UnitPlan, run_unit
 from evaluators.targets.base import Target
-from memkit.longmemeval import synthetic
+from memkit.dataset.synthetic import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL_CALLS = {"feed_sessions", "ask_many", "forget_secret", "forget_user", "delete_threads", "fork"}

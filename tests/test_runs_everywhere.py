@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.sweep import SweepConfig, load_instances, load_records
-from memkit.models import ModelSpecError, check_llamacpp
+from memkit.models.chat import ModelSpecError, check_llamacpp
 
 REPO = Path(__file__).resolve().parents[1]
 

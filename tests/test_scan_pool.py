@@ -1,4 +1,4 @@
-"""Files read in worker processes (memkit/scan_pool.py) write the report one process
+"""Files read in worker processes (memkit/residue/pool.py) write the report one process
 writes: the same hits, notes, coverage and unchecked reasons in the same order, for a
 directory of every kind of entry (links, hard links, a FIFO, SQLite with its journal,
 containers under a decompression budget) and a large file read in pieces whose
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from memkit import scan_pool
-from memkit.containers import Limits
-from memkit.filescan import SIDE, Scanner
-from memkit.matching import matcher
-from memkit.multi_matcher import MultiMatcher
-from memkit.residue import ResidueReport
+from memkit.residue import pool as scan_pool
+from memkit.residue.chroma import ResidueReport
+from memkit.residue.containers import Limits
+from memkit.residue.files import SIDE, Scanner
+from memkit.scan.matching import matcher
+from memkit.scan.multi import MultiMatcher
 
 SECRETS = ["XQ7-VIOLET-3829", "1212-1212"]
 PIECE = 1 << 16
@@ -94,7 +94,7 @@ def test_worker_processes_write_the_report_one_process_writes(tmp_path, monkeypa
 def test_pieces_join_to_the_chains_of_the_whole_file():
     """Pieces cut everywhere in text full of overlapping copies: the joined copies are
     those one pass over the whole buffer finds (the engine's chains)."""
-    from memkit.scan_engine import ScanEngine
+    from memkit.scan.engine import ScanEngine
 
     rng = random.Random(9)
     engine = ScanEngine(SECRETS)

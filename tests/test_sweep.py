@@ -143,7 +143,7 @@ KILL_CFG = ["--n", "2", "--seed", "7", "--n-resamples", "200", "--quiet"]
 def _copies_left(row: dict) -> dict:
     """Surfaces of an frs row that still hold a copy, ``disk_hnsw`` included: memkit
     zeroes every region of the HNSW files that chroma/hnswlib write from
-    uninitialised heap memory (memkit.store._zero_hnsw_slack), and the stress test in
+    uninitialised heap memory (memkit.store.tiered._zero_hnsw_slack), and the stress test in
     tests/test_verdicts.py holds it to 0 over 200 cycles."""
     return {s: n for s, n in row["forensic_copies"].items() if n}
 

@@ -1,4 +1,4 @@
-"""The wide readings (memkit/encodings.py, memkit/_wide.c) against plain readings.
+"""The wide readings (memkit/scan/encodings.py, memkit/scan/_wide.c) against plain readings.
 
 * the C pass's skipping (each skip proof) finds exactly the runs a unit-by-unit reading
   of every unit finds, with every way of computing its masks;
@@ -8,7 +8,7 @@
   at every alignment, odd offsets, BOMs, surrogates, non-ASCII secrets, characters
   that fold to several, tags; every planted copy is found where it was planted; no copy
   the previous rule (any ``<`` takes the 512 units after it) found is lost;
-* :func:`memkit.multi_matcher.may_hold` names every text the matcher finds a copy in.
+* :func:`memkit.scan.multi.may_hold` names every text the matcher finds a copy in.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 import wide_reference as ref
 
-from memkit import _wide
-from memkit import encodings as enc
-from memkit.matching import matcher
-from memkit.multi_matcher import MultiMatcher, may_hold
+from memkit.scan import _wide
+from memkit.scan import encodings as enc
+from memkit.scan.matching import matcher
+from memkit.scan.multi import MultiMatcher, may_hold
 
 SECRETS = ["XQ7-VIOLET-3829", "Zoë-Ørsted 4471", "STRASSE-9", "ﬁle-42-ok"]
 SPELLINGS = ["XQ7-VIOLET-3829", "xq7 violet 3829", "ＸＱ７-violet-３８２９", "x\u0301q7violet3829",
@@ -191,9 +191,9 @@ def test_text_without_nul_has_no_utf32_runs_and_ascii_letters_no_utf16_runs():
 
 def _old_base_table() -> np.ndarray:
     """The alphabet's base as memkit first built it: the separator regex over every code point."""
-    from memkit.matching import _tables
+    from memkit.scan.matching import spelling_tables
 
-    sep = re.compile("[" + _tables()[1] + "]")
+    sep = re.compile("[" + spelling_tables()[1] + "]")
     table = np.zeros(0x110001, dtype=bool)
     every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
     table[[ord(ch) for ch in sep.findall(every)]] = True
@@ -204,11 +204,11 @@ def _old_base_table() -> np.ndarray:
 
 
 def test_alphabet_is_the_one_built_char_by_char():
-    from memkit.matching import _tables, skeleton
+    from memkit.scan.matching import skeleton, spelling_tables
 
     base = _old_base_table()
     assert (enc._base_table() == base).all()
-    variants, _, _, multi_rev = _tables()
+    variants, _, _, multi_rev = spelling_tables()
     for secrets in [("XQ7-VIOLET-3829",), ("Straße-77",), ("ab", "Zoë-Ørsted 4471", "1234")]:
         chars: set[str] = set()
         for secret in secrets:

@@ -1,9 +1,9 @@
-"""The wide readings the plain way, as memkit computed them before ``memkit/_wide.c``:
+"""The wide readings the plain way, as memkit computed them before ``memkit/scan/_wide.c``:
 numpy maps every code unit of every reading through the alphabet table, a ``<`` unit
 that can start a tag or comment takes the 512 units after it, and each run is decoded
 and matched on its own (no run is skipped for want of spellings). Slow (twelve passes
 over the bytes) but plain; ``tests/test_wide.py`` holds
-:func:`memkit.encodings.wide_spans` to it. ``forced_by_any_lt=True`` is the rule memkit
+:func:`memkit.scan.encodings.wide_spans` to it. ``forced_by_any_lt=True`` is the rule memkit
 used before: any ``<`` unit takes the 512 after it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from memkit.encodings import WIDE_ENCODINGS, WideSpan, _min_units, _utf16_table, alphabet_of
+from memkit.scan.encodings import WIDE_ENCODINGS, WideSpan, _min_units, _utf16_table, alphabet_of
 
 _TAG_REACH = 512
 
@@ -32,11 +32,11 @@ def _runs(mask: np.ndarray, min_len: int) -> Iterator[tuple[int, int]]:
 def text_spans(text: str, m: Any) -> list[tuple[int, int, str, int | None]]:
     """Copies in a run of decoded text: the byte pattern over its UTF-8, plus the text
     pattern where the run holds a character that folds to several."""
-    from memkit.matching import _multi_chars
+    from memkit.scan.matching import multi_char_pattern
 
     data = text.encode("utf-8", errors="replace")
     spans = m.byte_spans(data)
-    if not spans and _multi_chars().search(text) is None:
+    if not spans and multi_char_pattern().search(text) is None:
         return []
     out = []
     at_byte = at_char = 0
@@ -45,7 +45,7 @@ def text_spans(text: str, m: Any) -> list[tuple[int, int, str, int | None]]:
         at_byte = s
         out.append((at_char, at_char + len(data[s:e].decode("utf-8", errors="replace")), kind,
                     idx[0] if idx else None))
-    if _multi_chars().search(text) is not None:
+    if multi_char_pattern().search(text) is not None:
         for s, e, kind, *idx in m.spans(text):
             if not any(s < oe and os_ < e for os_, oe, _, _ in out):
                 out.append((s, e, kind, idx[0] if idx else None))
@@ -77,7 +77,7 @@ def wide_spans(buf: Any, m: Any, exclude: list[Any] | None = None, forced_by_any
     """Every copy in every wide reading, one per byte range and secret (aligned
     readings first, then the order of :data:`WIDE_ENCODINGS`), none overlapping
     ``exclude`` (``(start, end)``, or ``(start, end, index)`` for one secret's)."""
-    from memkit.matching import skeleton
+    from memkit.scan.matching import skeleton
 
     secrets = tuple(m.secrets) if hasattr(m, "secrets") else (m.secret,)
     min_len = min(_min_units(s, len(skeleton(s))) for s in secrets)

@@ -13,7 +13,7 @@ callable ``register(app: typer.Typer) -> None``).
 | ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
 | ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.judge_run.judge_run` |
 | ``memkit audit`` | :mod:`evaluators.cli.audit` | :func:`evaluators.audit.audit` |
-| ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.scan` |
+| ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.chroma.scan` |
 
 A command's module is imported only when that command runs or shows its help
 (:class:`_LazyCommands`): ``memkit --help`` reads the commands' one-line help from

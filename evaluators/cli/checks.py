@@ -34,7 +34,7 @@ def check_pg_uri(uri: str, option: str = "--pg-uri", pgdata: Path | None = None)
     try:
         with psycopg.connect(uri, connect_timeout=5, autocommit=True) as conn:
             if pgdata is not None:
-                from memkit.pg_residue import data_directory
+                from memkit.postgres.database import data_directory
 
                 try:
                     data_directory(conn, pgdata)

@@ -1,6 +1,6 @@
 """``memkit residue PATH SECRET``: where does a secret still live? (the scan itself is
-:func:`memkit.residue.scan`; for ``memkit residue postgresql://... SECRET``,
-:func:`memkit.pg_residue.scan_database`)."""
+:func:`memkit.residue.chroma.scan`; for ``memkit residue postgresql://... SECRET``,
+:func:`memkit.postgres.database.scan_database`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import typer
 
-from memkit.containers import Limits
-from memkit.coverage import coverage_summary
-from memkit.residue import NotAChromaDirectory, ResidueReport, scan
+from memkit.residue.chroma import NotAChromaDirectory, ResidueReport, scan
+from memkit.residue.containers import Limits
+from memkit.residue.coverage import coverage_summary
 
 
 def _print_report(report: ResidueReport, limit: int, lines: list[int] | None = None) -> None:
@@ -80,7 +80,7 @@ def _print_report(report: ResidueReport, limit: int, lines: list[int] | None = N
 
 
 def _is_pg(path: str) -> bool:
-    from memkit.pg_residue import is_postgres_uri
+    from memkit.postgres.database import is_postgres_uri
 
     return is_postgres_uri(path)
 
@@ -103,7 +103,7 @@ def _secrets(secret: str | None, secrets_file: Path | None, user_turns: Path | N
             raise ValueError(f"{secrets_file}: no secrets (one per line)")
         return [x for _, x in numbered], [n for n, _ in numbered]
     if user_turns is not None:
-        from memkit.fingerprint import fingerprint, load_turns
+        from memkit.residue.fingerprint import fingerprint, load_turns
 
         mine, theirs, canaries = load_turns(user_turns, user)
         many = fingerprint(mine, others=theirs, canaries=canaries)
@@ -118,7 +118,7 @@ def _residue_pg(uri: str, secret: str | None, secrets_file: Path | None, user_tu
                 user: str | None, pgdata: Path | None, table: list[str], schema: list[str], checkpoint: bool,
                 other: dict[str, bool], as_json: bool, limit: int) -> None:
     """``memkit residue postgresql://...``: the report, and exit 0/1/3 (2 on bad input)."""
-    from memkit.pg_residue import PgConnectError, scan_database
+    from memkit.postgres.database import PgConnectError, scan_database
 
     try:
         given = [k for k, v in other.items() if v]
@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
                                          "lines skipped) in one pass; the table's # is the line."
         ),
         user_turns: Path = typer.Option(
-            None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.fingerprint): "
+            None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.residue.fingerprint): "
                                        "JSONL of turns (keys content, role, user_id) and canaries "
                                        "(key canary, with user_id)."
         ),
@@ -232,8 +232,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"memkit residue: error: {', '.join(k for k, v in pg_only.items() if v)} only with a "
                        "postgresql:// URI", err=True)
             raise typer.Exit(2)
-        if run is not None:  # the kept store and its planted canary (memkit/kept_store.py)
-            from memkit.kept_store import KeptStoreError, kept_store
+        if run is not None:  # the kept store and its planted canary (memkit/store/kept.py)
+            from memkit.store.kept import KeptStoreError, kept_store
 
             try:
                 path, secret, kept_cache = kept_store(run, unit or "", mode or "")
@@ -254,7 +254,7 @@ def register(app: typer.Typer) -> None:
             limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
             serde = None
             if checkpoint_key_env is not None:
-                from memkit.checkpoints import aes_serde, key_from_env
+                from memkit.residue.checkpoints import aes_serde, key_from_env
 
                 serde = aes_serde(key_from_env(checkpoint_key_env))
             report = scan(Path(path), None if many else secret, secrets=many, cache_paths=cache, also=also,

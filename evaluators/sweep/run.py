@@ -30,7 +30,7 @@ from evaluators.sweep.outputs import write_outputs_for
 from evaluators.sweep.results import append_unit, canonical_order, load_records, rewrite_records
 from evaluators.sweep.unit import run_sweep_unit
 from graphs.designs import MemoryDesign, resolve_design
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
 
 # --------------------------------------------------------------------------- the sweep
 
@@ -84,8 +84,8 @@ def run_sweep(
             is not a sweep run (:func:`evaluators.rundir.check_out_dir`; nothing is written).
         FileExistsError: ``out`` holds results and ``resume`` is False.
         ValueError: ``resume`` with a different configuration, or bad options.
-        memkit.longmemeval.LongMemEvalError: a malformed data file.
-        memkit.models.ModelSpecError: a model that cannot be built or run.
+        memkit.dataset.longmemeval.LongMemEvalError: a malformed data file.
+        memkit.models.chat.ModelSpecError: a model that cannot be built or run.
         WorkerDied: a worker process died (its unit is named; ``--resume`` goes on).
     """
     out = Path(out)
@@ -108,7 +108,7 @@ def run_sweep(
     say(f"loading data ({config.data})")
     instances = load_instances(config)
     if model is None:
-        from memkit.models import check_spec
+        from memkit.models.chat import check_spec
 
         kw = config.model_kwargs()
         for spec in {config.model, config.summarizer_model or config.model}:
@@ -154,7 +154,7 @@ def _run_target(config: SweepConfig, out: Path, *, resume: bool, progress: bool,
     say(f"loading data ({config.data})")
     instances = load_instances(config)
     if config.model != "extractive":
-        from memkit.models import check_spec
+        from memkit.models.chat import check_spec
 
         say(f"checking model {config.model}")
         check_spec(config.model, **config.model_kwargs())
@@ -312,7 +312,7 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
     from the LLM cache, so these are upper bounds; ``extractive`` calls no LLM.
     """
     from evaluators.runner import probe_queries
-    from memkit.store import TIERS
+    from memkit.store.tiered import TIERS
 
     n_probes = len(probe_queries())
     nk = len(config.ks)

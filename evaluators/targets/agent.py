@@ -66,8 +66,8 @@ def _savers(objs: Sequence[Any], given: Any) -> list[Any]:
 
 
 def _is_memkit_store(store: Any) -> bool:
-    from memkit.langgraph_store import MemkitStore
-    from memkit.store import TieredMemoryStore
+    from memkit.store.langgraph import MemkitStore
+    from memkit.store.tiered import TieredMemoryStore
 
     return isinstance(store, MemkitStore | TieredMemoryStore)
 
@@ -133,7 +133,7 @@ class AgentTarget(Target):
             self.forget_label = "BaseStore.delete"
         self.savers = _savers([agent, feed], checkpointer)
         self.attached = attach(store, self.savers, also=also, pgdata=pgdata)
-        from memkit.store import TIERS
+        from memkit.store.tiered import TIERS
 
         self.tiers = TIERS if self.attached.restrict_tiers is not None else ()
         self.namespace_for = namespace_for
@@ -211,7 +211,7 @@ class AgentTarget(Target):
             return forget_in_store(self.store, secret, self.forget_mode)
         if not _is_base_store(self.store):
             raise NotApplicable(f"{self.name}: no forget was given and no store to delete from")
-        from memkit.matching import matcher
+        from memkit.scan.matching import matcher
 
         m = matcher(secret)
         doomed = [(tuple(i.namespace), i.key) for i in self._user_items(user_id) if m.contains(i.value)]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from memkit.matching import matcher
+from memkit.scan.matching import matcher
 
 __all__ = [
     "BUILTIN",
@@ -69,7 +69,7 @@ _MASK = "[SECRET]"
 
 def mask(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every spelling of every secret replaced by ``[SECRET]``
-    (:mod:`memkit.matching`), so a report never repeats a secret."""
+    (:mod:`memkit.scan.matching`), so a report never repeats a secret."""
     for s in secrets:
         text = matcher(s).text.sub(_MASK, text)
     return text
@@ -78,7 +78,7 @@ def mask(text: str, secrets: Iterable[str]) -> str:
 def copies_in(value: Any, secret: str) -> int:
     """Copies of ``secret`` in a value: a string (searched as is and, when it is a
     JSON document, decoded too), bytes (UTF-8), a number, or nested mappings (keys
-    too) / sequences of them (:class:`memkit.matching.SecretMatcher`).
+    too) / sequences of them (:class:`memkit.scan.matching.SecretMatcher`).
 
     Returns:
         The number of non-overlapping copies (0 when none).

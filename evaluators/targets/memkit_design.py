@@ -3,17 +3,17 @@ as the sweep runs it.
 
 The design's compiled write graph stores each user's sessions at summary level ``S``
 (:func:`graphs.memory.write_sessions`, namespace = the user) in a
-:class:`memkit.store.TieredMemoryStore`; its read graph answers a question from the
+:class:`memkit.store.tiered.TieredMemoryStore`; its read graph answers a question from the
 tiers the design reads at ``S`` (or the tiers a query names), top ``k``, through the
 sweep's retrieval and response memos (:class:`evaluators.sweep.read_path.ReadPath`).
 ``forget_secret`` runs a deletion mode of :mod:`graphs.forget` (``mode``) in the
 user's namespace; ``forget_user`` deletes every chunk of the user's namespace.
 :meth:`MemkitDesignTarget.fork` copies the users' memory (and the LLM cache) into a
 directory for one deletion mode, as the sweep forgets each mode on its own copy.
-Deletion step: ``compact`` (:meth:`memkit.store.TieredMemoryStore.compact`). A
+Deletion step: ``compact`` (:meth:`memkit.store.tiered.TieredMemoryStore.compact`). A
 design keeps no conversations (n/a), and reading writes nothing.
 
-Surfaces: every surface :func:`memkit.residue.scan` reads in a Chroma store
+Surfaces: every surface :func:`memkit.residue.chroma.scan` reads in a Chroma store
 (``text_raw``, ``text_summary``, ``text_other``, ``metadata``, ``stale_embedding``,
 the ``disk_*`` files) and, with an LLM cache, ``cache`` and ``cache_disk``.
 """
@@ -47,7 +47,7 @@ class MemkitDesignTarget(Target):
         S: summary level 0, 1 or 2. mode: the deletion mode of ``forget_secret``.
         model: responder model spec or object. summarizer_model: the summarizer's
             (default ``model``). k: chunks per question when a query names none.
-        cache: an :class:`memkit.cache.LLMCache` for both models (``None``: none).
+        cache: an :class:`memkit.store.cache.LLMCache` for both models (``None``: none).
         concurrency, rps: responder calls in flight and requests per second.
         collection: the in-memory store's collection name.
         name: the label in records (default ``memkit[design, S=, mode]``).
@@ -66,7 +66,7 @@ class MemkitDesignTarget(Target):
         from evaluators.sweep.read_path import Responses
         from graphs.designs import resolve_design
         from graphs.forget import DELETION_MODES
-        from memkit.store import TIERS, TieredMemoryStore
+        from memkit.store.tiered import TIERS, TieredMemoryStore
 
         if mode not in DELETION_MODES:
             raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
@@ -159,8 +159,8 @@ class MemkitDesignTarget(Target):
         the LLM cache into ``workdir/llm_cache.sqlite`` (so purging it measures what
         the mode removes without touching the run's cache); its forget runs ``mode``.
         The copy shares the response memo (identical contexts are answered once)."""
-        from memkit.cache import LLMCache
-        from memkit.store import TieredMemoryStore
+        from memkit.store.cache import LLMCache
+        from memkit.store.tiered import TieredMemoryStore
 
         copy = TieredMemoryStore(workdir / "chroma", collection="memory")
         try:

@@ -13,16 +13,16 @@ any ``BaseStore``                     ``store_api``: every namespace, key and va
 ``SqliteStore`` / ``SqliteSaver``     ``store_vectors``; ``sqlite_rows``, ``disk_sqlite`` of
                                       the database files (``vacuum``, ``wal_checkpoint``)
 ``PostgresStore`` / ``PostgresSaver`` ``store_vectors``; ``pg_rows``, ``disk_pg_*``
-                                      (:mod:`memkit.surfaces_pg`; the connection from the
+                                      (:mod:`memkit.postgres.surfaces`; the connection from the
                                       object, the data directory from the server when it is
                                       on this machine) (``vacuum``, ``vacuum_full``,
                                       ``checkpoint_wal``)
-memkit's ``MemkitStore`` /            every :func:`memkit.residue.scan` surface of its
+memkit's ``MemkitStore`` /            every :func:`memkit.residue.chroma.scan` surface of its
 ``TieredMemoryStore`` / a Chroma      Chroma store (``text_*``, ``metadata``,
 directory                             ``stale_embedding``, ``disk_*``)
 any checkpointer                      ``checkpoint``: every checkpoint, blob and pending
-                                      write (:func:`memkit.residue.scan_checkpoints`)
-side files (``also``)                 ``side_*`` (:func:`memkit.residue.scan`)
+                                      write (:func:`memkit.residue.chroma.scan_checkpoints`)
+side files (``also``)                 ``side_*`` (:func:`memkit.residue.chroma.scan`)
 ===================================== =========================================================
 
 A surface memkit cannot read here (a server's disk elsewhere) is "not checked" with
@@ -109,11 +109,11 @@ def store_api_surface(store: Any) -> Surface:
 
 def checkpoint_surface(saver: Any) -> Surface:
     """``checkpoint``: every checkpoint, channel blob and pending write the saver holds
-    (:func:`memkit.residue.scan_checkpoints`, the one checkpoint scanner: writes whose
+    (:func:`memkit.residue.chroma.scan_checkpoints`, the one checkpoint scanner: writes whose
     checkpoint was deleted included; a saver it can only list is partly read)."""
 
     def scan(secrets: Sequence[str]) -> SurfaceScan:
-        from memkit.residue import ResidueReport, scan_checkpoints
+        from memkit.residue.chroma import ResidueReport, scan_checkpoints
 
         out = SurfaceScan("checkpoint")
         reasons: list[str] = []
@@ -207,7 +207,7 @@ def sqlite_surfaces(files: Sequence[Path]) -> list[Surface]:
         return out
 
     def disk(secrets: Sequence[str]) -> SurfaceScan:
-        from memkit.matching import matcher
+        from memkit.scan.matching import matcher
 
         out = SurfaceScan("disk_sqlite")
         for f in files:
@@ -273,11 +273,11 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     data directory: ``pgdata``, else the server's own when it is on this machine)."""
     import psycopg
 
-    from memkit import surfaces_pg
+    from memkit.postgres import surfaces as surfaces_pg
 
     audit_conn = psycopg.connect(conninfo, autocommit=True)
     tables = [*surfaces_pg.STORE_TABLES, *surfaces_pg.SAVER_TABLES]
-    from memkit.pg_residue import data_directory
+    from memkit.postgres.database import data_directory
 
     try:
         pgdata, why = data_directory(audit_conn, pgdata)
@@ -367,8 +367,8 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
     Returns:
         :class:`Attached`.
     """
-    from memkit.langgraph_store import MemkitStore
-    from memkit.store import TieredMemoryStore
+    from memkit.store.langgraph import MemkitStore
+    from memkit.store.tiered import TieredMemoryStore
 
     out = Attached()
     savers = [] if checkpointer is None else list(checkpointer) if isinstance(checkpointer, (list, tuple)) \
