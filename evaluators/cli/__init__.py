@@ -26,6 +26,14 @@ import typer
 
 import memkit
 
+_INTERRUPTED = {
+    "residue": "the scan stopped before its verdict; it only reads, so nothing was changed",
+    "report": "the report was not finished; rerun `memkit report` on the run directory",
+    "compare": "the comparison was not finished; rerun the same command",
+    "judge": "the judge stopped; rerun the same command (judgements already cached are reused)",
+}
+"""What Ctrl-C leaves behind, per command (``sweep`` and ``audit`` say it themselves)."""
+
 
 class _App(typer.Typer):
     """The ``memkit`` app: an operating-system error (a read-only run directory, a
@@ -40,6 +48,11 @@ class _App(typer.Typer):
         try:
             with quiet(wants_verbose(list(argv))):
                 return super().__call__(*args, **kwargs)
+        except KeyboardInterrupt:
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+            what = _INTERRUPTED.get(command, "stopped; nothing it was writing is complete")
+            sys.stderr.write(f"\nmemkit {command}: interrupted (Ctrl-C): {what}\n".replace("memkit : ", "memkit: "))
+            raise SystemExit(130) from None
         except OSError as exc:
             from evaluators.cli.errors import os_error_line
 

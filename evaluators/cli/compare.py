@@ -32,5 +32,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"memkit compare: {len(result['runs'])} runs -> {out / 'compare.md'}"
                    + ("" if result["paired"] else " (UNPAIRED resampling)"))
         for d in result["differences"]:
-            typer.echo(f"  {d['A']} − {d['B']} S={d['S']} ({paired_text(d)}): "
+            level = d["S"] if "S_A" not in d else f"{d['S_A']} vs {'–' if d['S_B'] is None else d['S_B']}"
+            typer.echo(f"  {d['A']} − {d['B']} S={level} ({paired_text(d)}): "
                        + ", ".join(f"Δ{m}={signed_text(d[f'{m}_diff'])}{ci_text(d[f'{m}_diff_ci'])}" for m in METRICS))
