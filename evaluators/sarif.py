@@ -143,8 +143,14 @@ def _result(surface: str, rule_index: int, who: str, secret_label: str, location
 
 
 def _notifications(unchecked: Mapping[str, Sequence[str]], level: str, what: str) -> list[dict[str, Any]]:
-    return [{"level": level, "descriptor": {"id": what},
-             "message": {"text": f"{s} {what.replace('_', ' ')}: {'; '.join(map(str, reasons)) or 'no reason given'}"},
+    """One notification per surface: ``not_checked`` (with the reasons: never clean)
+    or ``not_given`` (its input was not given, so nothing was scanned)."""
+    def text(s: str, reasons: Sequence[str]) -> str:
+        if what == "not_given":
+            return f"{s}: not given, so not scanned (its count of 0 says nothing)"
+        return f"{s} not checked or read only in part: {'; '.join(map(str, reasons)) or 'no reason given'}"
+
+    return [{"level": level, "descriptor": {"id": what}, "message": {"text": text(s, reasons)},
              "properties": {"surface": s}}
             for s, reasons in unchecked.items()]
 
@@ -207,7 +213,7 @@ def residue_sarif(report: Any, secrets: Sequence[str], *, root: str | Path | Non
         results.append(_result(surface, with_hits.index(surface), who, label, [h.location for h in hits],
                                len(hits), text, props))
     notes = _notifications(report.unchecked, "warning", "not_checked") + _notifications(
-        {s: ["not given (nothing was scanned)"] for s in report.not_given}, "note", "not_given")
+        {s: [] for s in report.not_given}, "note", "not_given")
     from evaluators.baseline import residue_snapshot
 
     bag = {"kind": "residue", "target": report.target, "verdict": report.verdict,
