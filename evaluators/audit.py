@@ -96,6 +96,8 @@ class AuditResult:
             ``turn_index`` and ``value``.
         records: one ``call`` record per call of the agent (:class:`evaluators.records.CallRecord`).
         metrics: :func:`evaluators.aggregate.compute_metrics` of the records.
+        forensics: the ``forensics`` records of every scan (per user and phase; each
+            surface's status lists the first locations of that user's copies).
     """
 
     n: int
@@ -126,6 +128,7 @@ class AuditResult:
     canaries: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    forensics: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
         """JSON-ready summary (rates rounded to 6 decimals); per-call records when asked."""
@@ -237,6 +240,10 @@ class AuditResult:
 # --------------------------------------------------------------------------- the audit
 
 
+AUDIT_LOCATIONS = 20
+"""Locations of each user's copies an audit keeps per surface and scan (SARIF output)."""
+
+
 def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps: Sequence[str] = (),
                delete_threads: bool = False, seed: int = 0, kind: str = "token",
                fingerprint_cap: int | None = None, unit: str = "audit") -> Any:
@@ -253,7 +260,7 @@ def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps:
     deletions = (Deletion(label, scope=forget_scope, steps=tuple(steps), delete_threads=delete_threads),) \
         if forget else ()
     return UnitPlan(unit=unit, seed=seed, kind=kind, deletions=deletions, scan_before=True,
-                    fingerprint_cap=fingerprint_cap if forget_scope == "user" else None)
+                    fingerprint_cap=fingerprint_cap if forget_scope == "user" else None, locations=AUDIT_LOCATIONS)
 
 
 def audit(
@@ -392,6 +399,7 @@ def _result(run: Any, metrics: dict[str, Any], plan: Any, target: Any, data: Any
         target=target.name, pr=row["PR"], pr_ci=tuple(row["PR_ci"]), pr_study=row["PR_study"],
         aer={**{lv: row[f"AER_{lv}"] for lv in LEVELS}, "max": row["AER_max"]}, aer_ci=tuple(row["AER_max_ci"]),
         canaries=canaries, records=[r for r in run.records if r["type"] == "call"], metrics=metrics,
+        forensics=[r for r in run.records if r["type"] == "forensics"],
     )
     if plan.deletions:
         d = plan.deletions[0]

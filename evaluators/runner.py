@@ -128,6 +128,9 @@ class UnitPlan:
             phrases) and record how many of its strings remain.
         workdir: where copies of the memory are made (default the temporary directory).
         keep_dir: keep each copy under ``keep_dir/<mode>`` after its scan.
+        locations: with a positive cap, each ``forensics`` record's surface status
+            also lists up to this many locations (masked) of that user's copies
+            (SARIF output); 0 leaves the records as they were.
     """
 
     unit: str
@@ -144,6 +147,7 @@ class UnitPlan:
     fingerprint_cap: int | None = None
     workdir: Path | None = None
     keep_dir: Path | None = None
+    locations: int = 0
 
 
 @dataclass
@@ -295,7 +299,7 @@ class _Unit:
                 "counts": {n: s.copies(c.value) for n, s in scans.items() if s.status == "checked"},
                 "unchecked": sorted(n for n, s in scans.items() if s.status == "not_checked" or s.partial),
                 "changed": (changed[i] if changed else {}),
-                "surfaces": {n: _surface_status(s) for n, s in scans.items()},
+                "surfaces": {n: _surface_status(s, c.value, self.plan.locations) for n, s in scans.items()},
             }
             if user != inst.question_id:
                 rec["user_id"] = user
@@ -401,12 +405,16 @@ class _Unit:
                 for i in range(len(turns))]
 
 
-def _surface_status(s: SurfaceScan) -> dict[str, Any]:
+def _surface_status(s: SurfaceScan, secret: str | None = None, cap: int = 0) -> dict[str, Any]:
     """A surface's status in a forensics record: ``status`` (``checked``,
     ``not_checked``, ``n/a``), ``reason``, ``partial`` (why it was read only in part),
-    ``stale`` (copies of some old text not tied to one secret) and ``notes``."""
-    return {"status": s.status, "reason": s.reason, "partial": s.partial, "stale": len(s.unattributed),
-            "notes": list(s.notes)}
+    ``stale`` (copies of some old text not tied to one secret) and ``notes``; with
+    ``cap > 0``, ``locations``: the first ``cap`` locations (masked) of ``secret``'s copies."""
+    out = {"status": s.status, "reason": s.reason, "partial": s.partial, "stale": len(s.unattributed),
+           "notes": list(s.notes)}
+    if cap > 0 and secret is not None:
+        out["locations"] = list(s.hits.get(secret, [])[:cap])
+    return out
 
 
 def _fingerprint_left(scans: dict[str, SurfaceScan], fp: list[str]) -> dict[str, Any]:

@@ -29,7 +29,11 @@ probe extracted a canary before it and no surface held one).
 
 ``--json`` prints the result as JSON instead of the markdown report; ``--junit FILE``
 writes JUnit XML (one test case per ``--fail-on`` condition, the report as
-``system-out``) that CI systems display. ``--matrix`` runs every built-in target
+``system-out``) that CI systems display; ``--sarif FILE`` writes SARIF 2.1.0 (one
+result per surface and user whose canary remains, with its locations;
+:mod:`evaluators.sarif`). ``--baseline FILE`` (a previous run's ``--json`` or
+``--sarif`` output) makes every ``--fail-on`` count only what is new or worse than
+that run, and the report lists what was fixed since (:mod:`evaluators.baseline`). ``--matrix`` runs every built-in target
 with every forget scope and deletion step (:mod:`evaluators.targets.matrix`).
 Every input (conditions, scope, paths, the database) is checked before any work;
 progress goes to stderr; Ctrl-C says what was done. Exit status: 0 passed, 1 a
@@ -44,7 +48,9 @@ from typing import Any
 
 import typer
 
+from evaluators.baseline import audit_snapshot, compare, gate_values, load_baseline
 from evaluators.cli.errors import os_error_line
+from evaluators.sarif import audit_sarif, write_sarif
 from evaluators.targets.gates import evaluate, junit_xml, parse_condition, run_target
 
 
@@ -70,6 +76,10 @@ def register(app: typer.Typer) -> None:
         fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when it holds (repeatable): residue, residue:-disk_pg_wal, unchecked, vacuous, 'aer_max>0.2' ..."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of markdown."),
         junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+        sarif: Path = typer.Option(None, "--sarif", help="Write SARIF 2.1.0 here (GitHub code scanning)."),
+        baseline: Path = typer.Option(None, "--baseline", help="A previous run's --json or --sarif output: "
+                                                                "--fail-on counts only what is new or worse."),
+        verbose: bool = typer.Option(False, "--verbose", help="Let other libraries' warnings and log lines through."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
         matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
         out: Path = typer.Option(None, help="--matrix: also write the table (markdown) and JSON beside it."),
@@ -83,7 +93,10 @@ def register(app: typer.Typer) -> None:
         try:
             conditions = [parse_condition(c) for c in fail_on]
             check_audit_inputs(forget_scope=forget_scope, mode=mode, junit=junit, pg_uri=pg_uri, pgdata=pgdata,
-                               data=data, target=target, matrix=matrix, out=out)
+                               data=data, target=target, matrix=matrix, out=out, sarif=sarif)
+            if matrix and (sarif or baseline):
+                raise InputError("--sarif and --baseline apply to one target, not --matrix")
+            snapshot = load_baseline(baseline) if baseline is not None else None
         except (ValueError, InputError) as exc:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -111,17 +124,31 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
         seconds = time.perf_counter() - t0
-        verdicts = evaluate(result, conditions)
+        try:
+            delta = compare(snapshot, audit_snapshot(result)) if snapshot is not None else None
+        except ValueError as exc:
+            typer.echo(f"memkit audit: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        verdicts = evaluate(result, conditions, baseline=snapshot)
+        since = "\n".join(delta.lines()) + "\n" if delta is not None else ""
         if as_json:
             payload = result.to_dict()
+            payload["gates"] = gate_values(result)
             payload["fail_on"] = [{"condition": c.text, "failed": hit, "detail": msg} for c, hit, msg in verdicts]
+            if delta is not None:
+                payload["baseline"] = delta.to_dict()
             typer.echo(json.dumps(payload, indent=2, default=str))
         else:
             typer.echo(result.report)
+            if since:
+                typer.echo(since)
             for c, hit, msg in verdicts:
                 typer.echo(f"{'FAIL' if hit else 'ok  '} --fail-on {c.text}: {msg}")
         if junit is not None:
-            junit.write_text(junit_xml(target or "matrix", verdicts, result.report, seconds))
+            junit.write_text(junit_xml(target or "matrix", verdicts, result.report + ("\n" + since if since else ""),
+                                       seconds))
+        if sarif is not None:
+            write_sarif(audit_sarif(result, baseline=delta), sarif)
         if any(hit for _, hit, _ in verdicts):
             raise typer.Exit(1)
 
