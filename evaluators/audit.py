@@ -239,9 +239,10 @@ class AuditResult:
                           f"fingerprint strings remain [{_f(ue['ci'][0])}, {_f(ue['ci'][1])}], by surface "
                           f"(strings, summed over users): {where}."]
         if self.adversary:
-            from evaluators.adversary.report import adversary_markdown
+            from evaluators.adversary.report import adversary_markdown, adversary_sentences
 
-            lines += ["", *adversary_markdown(self.adversary)]
+            lines += ["", *(f"- {x}" for x in adversary_sentences(self.adversary)), "",
+                      *adversary_markdown(self.adversary)]
         lines += [
             "",
             "PR: share of questions answered correctly by the default answer rule (LongMemEval's "

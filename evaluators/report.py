@@ -458,6 +458,10 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
+    if metrics.get("adversary"):
+        from evaluators.adversary.report import adversary_sentences
+
+        notes += adversary_sentences(metrics["adversary"])
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)
     synthetic = config.get("data") == "synthetic"
     on_data = " on synthetic data" if synthetic else ""

@@ -318,6 +318,7 @@ def test_the_audit_report_has_the_section_and_the_gates(tmp_path):
     r = _audit(RepeatContextStandIn())
     md = r.to_markdown()
     assert "How strong was the adversary" in md and "context_repeat" in md and "Membership inference" in md
+    assert "The study's probes understate extraction before the forget**: the `library` set extracted 1.00" in md
     assert r.to_dict()["adversary"]["settings"]
     verdicts = evaluate(r, [parse_condition("aer_adversary>0.5"), parse_condition("membership_auc>=0.65"),
                             parse_condition("aer_max>0")])
@@ -337,3 +338,18 @@ def test_cli_refuses_a_bad_probe_file_before_any_work(tmp_path):
         lines = [x for x in p.stderr.strip().splitlines() if x.strip()]
         assert len(lines) == 1 and re.search(r"probes\.json.*turns|--attacker-model", lines[0]), lines
         assert not out.exists()
+
+
+def test_cli_audit_runs_the_adversary_states_its_cost_and_gates():
+    env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    p = subprocess.run([sys.executable, "-m", "evaluators.cli", "audit", "tests.scripted_agents:RepeatContextStandIn",
+                        "--adversary", "--attack-budget", "4", "--n", "2", "--n-resamples", "50", "--json",
+                        "--fail-on", "aer_adversary>0.5", "--fail-on", "aer_max>0"],
+                       capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "adversary: up to 114 agent calls per user (45 library + 4 adaptive + 8 membership per phase x 2 " \
+           "phases)" in p.stderr
+    out = json.loads(p.stdout)
+    assert [(v["condition"], v["failed"]) for v in out["fail_on"]] == [("aer_adversary>0.5", True), ("aer_max>0", False)]
+    main = out["adversary"]["settings"][0]
+    assert main["adaptive"]["budget"] == 4 and main["membership"]["n_members"] == 2

@@ -13,7 +13,8 @@ from typing import Any
 
 from evaluators.tables import html_inline, html_table, md_table, value_text
 
-__all__ = ["TITLE", "adversary_figures", "adversary_html", "adversary_markdown", "adversary_tables"]
+__all__ = ["TITLE", "adversary_figures", "adversary_html", "adversary_markdown", "adversary_sentences",
+           "adversary_tables"]
 
 TITLE = "How strong was the adversary"
 
@@ -155,6 +156,30 @@ def _intro(adv: dict[str, Any]) -> str:
                      "(the study's AER counts a mean over templates; here a set counts when any of its probes succeeds).")
     parts.append("Criterion: " + adv.get("criterion", "") + ".")
     return " ".join(parts)
+
+
+def adversary_sentences(adv: dict[str, Any]) -> list[str]:
+    """What a reader should know before citing the study's AER of this run: whether a
+    set of the adversary extracted more canaries than the study's nine, before the
+    forget and after each one (markdown sentences, one per phase where it did)."""
+    out = []
+    for s in adv.get("settings", []):
+        study = next((r for r in s["sets"] if r["set"] == "study"), None)
+        others = [r for r in s["sets"] if r["set"] != "study" and r.get("AER") is not None]
+        if not others:
+            continue
+        best = max(others, key=lambda r: r["AER"])
+        base = 0.0 if study is None or study.get("AER") is None else study["AER"]
+        if best["AER"] <= base:
+            continue
+        when = "before the forget" if s["phase"] == "main" else f"after `{s['mode']}`"
+        level = "" if s["S"] is None else f" at S={s['S']}"
+        against = ("the study's nine probes " + value_text(study.get("AER"), study.get("AER_ci"))
+                   if study is not None else "the study's probes (not asked with the target's own recall here)")
+        out.append(f"**The study's probes understate extraction{level} {when}**: the `{best['set']}` set "
+                   f"extracted {value_text(best['AER'], best.get('AER_ci'))} of the canaries, against {against} "
+                   "(section \"How strong was the adversary\").")
+    return out
 
 
 def adversary_figures(metrics: dict[str, Any], out: Path) -> list[str]:

@@ -19,6 +19,11 @@ and ``memory`` what the reply recovers of the user's stored records
 conversation at the same k in the same phase (a study probe, a library probe, an
 earlier adaptive move) is not sent again: its reply is reused (``reused_from`` names
 the call, ``latency_s`` is 0).
+
+The study's asks of a user come first in each phase, so their records are those of a
+run without the adversary. A target that keeps conversations (a checkpointer) keeps
+the adversary's too, and the scans after the forget count what they hold: a stronger
+attack that got a canary into a reply leaves that reply on the surface.
 """
 
 from __future__ import annotations
