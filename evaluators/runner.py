@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from evaluators.metrics import answers_correct
 from evaluators.probes import LEVELS, extracted, probes_for
 from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Target, scan_all
-from memkit.canaries import CanaryRecord, plant
+from memkit.canaries import Canary, plant
 from memkit.longmemeval import Instance
 from memkit.models import token_usage
 
@@ -194,7 +194,7 @@ class UnitRun:
 
     records: list[dict[str, Any]]
     users: list[str]
-    canaries: list[CanaryRecord]
+    canaries: list[Canary]
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     na: dict[str, str] = field(default_factory=dict)
     phases: dict[str, list[str]] = field(default_factory=dict)
@@ -363,11 +363,14 @@ class _Unit:
     def scan(self, target: Target, mode: str, phase: str, changed: list[dict[str, Any]] | None,
              fingerprints: list[list[str]] | None) -> list[dict[str, Any]]:
         """One ``forensics`` record per user: every surface's status and that user's copies."""
-        self.say(f"scanning {len(target.surfaces())} surfaces ({mode}: {phase})")
+        surfaces = target.surfaces()
         self.phases.setdefault(mode, []).append(phase)
+        if not surfaces:  # a target that keeps no surface memkit can read: nothing to record
+            return []
+        self.say(f"scanning {len(surfaces)} surfaces ({mode}: {phase})")
         secrets = [c.value for c in self.canaries]
         extra = [s for fp in fingerprints or [] for s in fp if s not in secrets]
-        scans = scan_all(target.surfaces(), list(dict.fromkeys(secrets + extra)))
+        scans = scan_all(surfaces, list(dict.fromkeys(secrets + extra)))
         out = []
         for i, (inst, user, c) in enumerate(zip(self.instances, self.users, self.canaries, strict=True)):
             rec: dict[str, Any] = {

@@ -63,6 +63,7 @@ from langgraph.graph import END, START, StateGraph
 from graphs.memory import summarize_session
 from graphs.nodes import Summarizer, check_level, make_summarizer
 from memkit.cache import contains_secret
+from memkit.langgraph_store import NAMESPACE_SEPARATOR, chunk_namespace
 from memkit.matching import matcher
 from memkit.store import TIERS, StoreError, TieredMemoryStore
 
@@ -75,6 +76,8 @@ __all__ = [
     "USER_LADDER",
     "forget",
     "forget_user",
+    "MEMORIES",
+    "owner_rule",
     "user_namespaces",
 ]
 
@@ -168,7 +171,7 @@ class ForgetState(TypedDict, total=False):
     redacted_ids: list[str]
     result: ForgetResult
     user_id: str
-    namespaces: list[str]
+    namespaces: list[str | tuple[str, ...]]
     fingerprints: list[str]
 
 
@@ -283,8 +286,25 @@ def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[
 # --------------------------------------------------------------------------- user scope
 
 
+def _namespace_chunks(store: TieredMemoryStore, namespaces: Sequence[str | Sequence[str]],
+                      tiers: Sequence[str] | None = None) -> list[Any]:
+    """The chunks of ``namespaces``: a string is a memkit namespace as stored (every
+    chunk under it); a tuple is a namespace's labels (the chunks whose
+    :func:`~memkit.langgraph_store.chunk_namespace` equals it exactly)."""
+    out: dict[str, Any] = {}
+    for ns in namespaces:
+        if isinstance(ns, str):
+            out.update((c.id, c) for c in store.chunks(namespace=ns, tiers=tiers))
+            continue
+        labels = tuple(ns)
+        for c in store.chunks(namespace=NAMESPACE_SEPARATOR.join(labels), tiers=tiers):
+            if chunk_namespace(c) == labels:
+                out[c.id] = c
+    return list(out.values())
+
+
 def _user_chunks(ctx: _Context, state: ForgetState, tiers: Sequence[str] | None = None) -> list[Any]:
-    return [c for ns in state["namespaces"] for c in ctx.store.chunks(namespace=ns, tiers=tiers)]
+    return _namespace_chunks(ctx.store, state["namespaces"], tiers)
 
 
 def _delete_user_raw(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -324,9 +344,9 @@ def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) 
 
 def _redact_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     changed: list[str] = []
-    for ns in state["namespaces"]:
-        for fp in state.get("fingerprints") or []:
-            changed += [i for i in ctx.store.redact(fp, namespace=ns) if i not in changed]
+    ids = [c.id for c in _user_chunks(ctx, state)]
+    for fp in (state.get("fingerprints") or []) if ids else []:
+        changed += [i for i in ctx.store.redact(fp, ids=ids) if i not in changed]
     return _redacted(ctx, result, changed)
 
 
@@ -418,7 +438,7 @@ def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> Non
         if ctx.caches:
             counts["cache"] = sum(1 for cache in ctx.caches for entry in cache.entries()
                                   if mm.contains(list(entry)))
-    left = sum(len(ctx.store.chunks(namespace=ns)) for ns in state["namespaces"])
+    left = len(_user_chunks(ctx, state))
     if state["mode"] == "full_purge" and left:
         counts["text_other"] += left  # chunks of the user's namespaces (full_purge deletes them all)
     result.remaining = {k: v for k, v in counts.items() if v}
@@ -540,12 +560,45 @@ def forget(
     return result
 
 
-def user_namespaces(store: TieredMemoryStore, user_id: str) -> list[str]:
-    """The store's namespaces that belong to ``user_id``: the namespace equal to it, and
-    every namespace with it as one of its ``"."``-separated labels (a LangGraph
-    namespace ``("memories", user_id, ...)`` in a :class:`~memkit.langgraph_store.MemkitStore`)."""
-    names = {c.namespace for c in store.chunks()}
-    return sorted(n for n in names if n == user_id or user_id in n.split("."))
+MEMORIES = "memories"
+"""The first label of the conventional per-user LangGraph namespace ``("memories", user_id)``
+(LangGraph's and langmem's examples)."""
+
+
+def owner_rule(user_id: str, namespace_for: Callable[[str], Sequence[str]] | None = None
+               ) -> Callable[[tuple[str, ...]], bool]:
+    """Whether a namespace (labels) belongs to ``user_id`` (:func:`user_namespaces`)."""
+    if namespace_for is None:
+        return lambda labels: labels == (user_id,) or labels[:2] == (MEMORIES, user_id)
+    prefix = namespace_for(user_id)
+    prefix = (prefix,) if isinstance(prefix, str) else tuple(prefix)
+    if not prefix or not all(isinstance(x, str) and x for x in prefix):
+        raise ValueError(f"namespace_for({user_id!r}) must give a non-empty tuple of labels, got {prefix!r}")
+    return lambda labels: labels[: len(prefix)] == prefix
+
+
+def user_namespaces(
+    store: TieredMemoryStore, user_id: str, *, namespace_for: Callable[[str], Sequence[str]] | None = None,
+) -> list[tuple[str, ...]]:
+    """The store's namespaces that belong to ``user_id``, as label tuples (sorted).
+
+    Namespaces compare as tuples of labels (:func:`memkit.langgraph_store.chunk_namespace`:
+    a memkit namespace such as a user id is one label; a
+    :class:`~memkit.langgraph_store.MemkitStore` item's namespace is its LangGraph
+    labels), label by label and whole: never as joined strings, never as a part or
+    prefix of a label. Without ``namespace_for``, a namespace belongs to ``user_id`` when
+    it **equals** ``(user_id,)`` (memkit's own writers: the namespace is the user id) or
+    **starts with** ``("memories", user_id)`` (the LangGraph convention, e.g.
+    ``("memories", user_id, "facts")``). With ``namespace_for``, when it equals or starts
+    with ``namespace_for(user_id)`` (e.g. ``lambda u: (u, "memories")``). So user ``"7"``
+    owns neither ``("orgs", "7", "notes")`` nor ``("17",)``, and user ``"alice"`` does
+    not own ``("alice.smith@example.com",)`` or ``("memories", "alice.smith@example.com")``.
+
+    Raises:
+        ValueError: ``namespace_for`` gives no labels.
+    """
+    owns = owner_rule(user_id, namespace_for)
+    return sorted({labels for c in store.chunks() if owns(labels := chunk_namespace(c))})
 
 
 def forget_user(
@@ -557,7 +610,8 @@ def forget_user(
     turns: Sequence[Any] | None = None,
     others: Sequence[Any] = (),
     canaries: Sequence[str] = (),
-    namespaces: Sequence[str] | None = None,
+    namespaces: Sequence[str | Sequence[str]] | None = None,
+    namespace_for: Callable[[str], Sequence[str]] | None = None,
     S: int | None = None,
     summarizer: Summarizer | None = None,
     cache: Any | Sequence[Any] | None = None,
@@ -577,7 +631,15 @@ def forget_user(
             (:func:`memkit.fingerprint.fingerprint`); default: computed from
             ``turns`` (default: the texts of the user's raw chunks), ``others``
             (default: the raw chunks of every other namespace) and ``canaries``.
-        namespaces: the user's namespaces (default :func:`user_namespaces`).
+        namespaces: the user's namespaces: label tuples (the chunks whose namespace is
+            exactly that tuple) or memkit namespace strings (every chunk stored under
+            that string). Default: :func:`user_namespaces` ``(store, user_id,
+            namespace_for=namespace_for)``: the namespace equal to ``(user_id,)`` and
+            those starting with ``("memories", user_id)``, compared label by label, so
+            no other user's namespace (``("orgs", "7", "notes")`` for user ``"7"``,
+            ``"alice.smith@example.com"`` for user ``"alice"``) is ever included.
+        namespace_for: ``user_id -> labels`` of the user's own namespace prefix when the
+            store uses another layout (:func:`user_namespaces`).
         S, summarizer, cache, unverified_ok: as :func:`forget`.
 
     Returns:
@@ -594,11 +656,15 @@ def forget_user(
         raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
     if not isinstance(user_id, str) or not user_id:
         raise ValueError("forget_user: user_id must be a non-empty string")
-    ns = list(namespaces) if namespaces is not None else user_namespaces(store, user_id)
+    ns: list[str | tuple[str, ...]] = (
+        [n if isinstance(n, str) else tuple(n) for n in namespaces] if namespaces is not None
+        else list(user_namespaces(store, user_id, namespace_for=namespace_for)))
     if fingerprints is None:
         if turns is None:
-            turns = [c.text for n in ns for c in store.chunks(namespace=n, tiers=["raw"])]
-            others = others or [c.text for c in store.chunks(tiers=["raw"]) if c.namespace not in ns]
+            mine = _namespace_chunks(store, ns, ["raw"])
+            turns = [c.text for c in mine]
+            ids = {c.id for c in mine}
+            others = others or [c.text for c in store.chunks(tiers=["raw"]) if c.id not in ids]
         fingerprints = fingerprint(turns, others=others, canaries=canaries)
     ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
     plan, unverified = _plan(ctx, mode, unverified_ok, user=True)

@@ -18,12 +18,22 @@
  * Only tags hold other constructs. tests/test_scan_engine.py checks the engine built on
  * this pass against each secret's own byte pattern.
  *
- * Portable C99 against the stable parts of the CPython API; no SIMD, no -march.
+ * C99 against the stable parts of the CPython API; on x86-64 CPUs with SSSE3 (all
+ * since 2006), stretches of 16 bytes without a byte that may start a construct are
+ * lower-cased and packed 16 at a time (fast_letters); elsewhere, and for the bytes
+ * that may, byte by byte. No -march: the SIMD function is compiled for its target and
+ * chosen at import.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_FAST 1
+#else
+#define HAVE_FAST 0
+#endif
 
 #define LETTERS_ABI 1 /* memkit/scan_plain.py checks it: a stale build is reported */
 
@@ -76,6 +86,63 @@ static PyObject *vec_bytes(vec *x) {
     x->v = NULL;
     return b;
 }
+
+#if HAVE_FAST
+static int fast_ok; /* the CPU has SSSE3 and POPCNT (set at import) */
+static unsigned char PACK[256][8]; /* pshufb indices that pack the lanes of an 8-bit mask to the front */
+
+static void init_pack(void) {
+    for (int m = 0; m < 256; m++) {
+        int j = 0;
+        for (int i = 0; i < 8; i++)
+            if (m >> i & 1) PACK[m][j++] = (unsigned char)i;
+        while (j < 8) PACK[m][j++] = 0x80;
+    }
+}
+
+/* The plain letters of a[p..bend) 16 bytes at a time (letters and digits lower-cased
+ * and packed into out at *k, every other byte dropped), as long as a block holds no
+ * byte that may start a construct ('\\', '%', '&', '<'); returns where it stopped and
+ * sets *stop to the first such byte of the block it stopped at (or bend). */
+__attribute__((target("ssse3,popcnt"))) static Py_ssize_t fast_letters(const unsigned char *a, Py_ssize_t p,
+                                                                       Py_ssize_t bend, unsigned char *out,
+                                                                       Py_ssize_t *k, Py_ssize_t *stop) {
+    const __m128i d0 = _mm_set1_epi8('0'), d9 = _mm_set1_epi8(9), ua = _mm_set1_epi8('A'), la = _mm_set1_epi8('a');
+    const __m128i z25 = _mm_set1_epi8(25), bit = _mm_set1_epi8(0x20);
+    const __m128i bs = _mm_set1_epi8('\\'), pc = _mm_set1_epi8('%'), am = _mm_set1_epi8('&'), lt = _mm_set1_epi8('<');
+    Py_ssize_t kk = *k;
+    *stop = bend;
+    while (p + 16 <= bend) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(a + p));
+        __m128i sp = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, bs), _mm_cmpeq_epi8(x, pc)),
+                                  _mm_or_si128(_mm_cmpeq_epi8(x, am), _mm_cmpeq_epi8(x, lt)));
+        int special = _mm_movemask_epi8(sp);
+        if (special) {
+            *stop = p + __builtin_ctz((unsigned)special);
+            break;
+        }
+        __m128i t = _mm_sub_epi8(x, d0);
+        __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(t, d9), t);
+        t = _mm_sub_epi8(x, ua);
+        __m128i upper = _mm_cmpeq_epi8(_mm_min_epu8(t, z25), t);
+        t = _mm_sub_epi8(x, la);
+        __m128i lower = _mm_cmpeq_epi8(_mm_min_epu8(t, z25), t);
+        __m128i keep = _mm_or_si128(digit, _mm_or_si128(upper, lower));
+        __m128i folded = _mm_add_epi8(x, _mm_and_si128(upper, bit));
+        unsigned mask = (unsigned)_mm_movemask_epi8(keep);
+        unsigned m0 = mask & 0xFF, m1 = mask >> 8;
+        __m128i v0 = _mm_shuffle_epi8(folded, _mm_loadl_epi64((const __m128i *)PACK[m0]));
+        _mm_storel_epi64((__m128i *)(out + kk), v0);
+        kk += __builtin_popcount(m0);
+        __m128i v1 = _mm_shuffle_epi8(_mm_srli_si128(folded, 8), _mm_loadl_epi64((const __m128i *)PACK[m1]));
+        _mm_storel_epi64((__m128i *)(out + kk), v1);
+        kk += __builtin_popcount(m1);
+        p += 16;
+    }
+    *k = kk;
+    return p;
+}
+#endif
 
 #define AT(p) ((p) < n ? a[(p)] : 0)
 
@@ -190,7 +257,15 @@ static PyObject *project(PyObject *self, PyObject *args) {
             err = 1;
             break;
         }
+        Py_ssize_t slow_until = p; /* bytes before this are read one by one (a construct may start there) */
         while (p < bend) {
+#if HAVE_FAST
+            if (fast_ok && p >= slow_until && p + 16 <= bend) {
+                p = fast_letters(a, p, bend, out, &k, &slow_until);
+                slow_until++;
+                if (p >= bend) break;
+            }
+#endif
             unsigned char c = a[p];
             unsigned char cl = CLS[c];
             if (cl != 2) {
@@ -317,6 +392,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__letters(void) {
     init_tables();
+#if HAVE_FAST
+    init_pack();
+    __builtin_cpu_init();
+    fast_ok = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt") && !getenv("MEMKIT_LETTERS_BYTEWISE");
+#endif
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "ABI", LETTERS_ABI) < 0) {
         Py_DECREF(m);

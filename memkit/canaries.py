@@ -42,7 +42,7 @@ __all__ = [
     "TOKEN_RE",
     "WORDS",
     "CanaryError",
-    "CanaryRecord",
+    "Canary",
     "draw",
     "draw_secret",
     "eligible_turns",
@@ -99,7 +99,7 @@ class CanaryError(ValueError):
 
 
 @dataclass(frozen=True)
-class CanaryRecord:
+class Canary:
     """Where and what was planted.
 
     Attributes:
@@ -320,7 +320,7 @@ def _weave(content: str, sentence: str, at: int) -> tuple[str, int]:
     return f"{content[:at]}{sentence} {content[at:]}", at
 
 
-def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instance, CanaryRecord]:
+def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instance, Canary]:
     """Plant one canary into a copy of ``instance``.
 
     The turn is drawn uniformly from :func:`eligible_turns`, then the secret with
@@ -359,7 +359,7 @@ def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instan
     spots = _boundaries(turn.content)
     content, offset = _weave(turn.content, sentence, spots[int(rng.integers(len(spots)))])
     planted.haystack_sessions[s][t] = turn.model_copy(update={"content": content})
-    record = CanaryRecord(
+    record = Canary(
         question_id=instance.question_id,
         session_id=instance.haystack_session_ids[s],
         session_index=s,
@@ -374,7 +374,7 @@ def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instan
 
 def plant_all(
     instances: Sequence[Instance], seed: int, *, kind: str = "token"
-) -> tuple[list[Instance], list[CanaryRecord]]:
+) -> tuple[list[Instance], list[Canary]]:
     """:func:`plant` each instance with the same run seed; returns parallel lists."""
     pairs = [plant(inst, seed, kind=kind) for inst in instances]
     return [p for p, _ in pairs], [r for _, r in pairs]

@@ -44,16 +44,24 @@ swap it fsyncs the rebuilt directory, writes a journal
 (``.<name>.memkit/compaction.json``: the rebuilt directory's inode) and bumps the
 directory's generation, so every memkit store reopens its client before its next
 operation; the swap is one ``renameat2(RENAME_EXCHANGE)`` (Linux; two renames
-elsewhere). :func:`recover`, run by :func:`compact_directory` and by every store that
+elsewhere). A directory that cannot be renamed (a mount point, such as a container
+volume: ``EBUSY``) keeps its place: its files are shredded and the rebuilt ones copied
+in, the journal saying so (``"mode": "in place"``), so a killed run is finished from
+the intact build. :func:`recover`, run by :func:`compact_directory` and by every store that
 opens a directory with a journal or a build directory beside it, rolls a killed
 compaction forward (the swap happened: shred the old directory, rewrite and zero the
 HNSW slack) or back (shred the build; the directory still holds the deleted text, and
 the residue scanner reports it).
+
+Why this module is long: the rebuild, the two ways to put it in place (an atomic swap,
+or a copy into a directory that cannot be renamed), the HNSW slack zeroing and the
+crash recovery share one journal, and each step's safety rests on the others' order.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import re
@@ -86,7 +94,9 @@ class CompactionReport:
         bytes_before: total size in bytes of the files under the store directory before.
         bytes_after: the same after compaction.
         records: number of records (all collections) carried into the rebuilt store.
-        method: ``"rebuild"`` (fresh directory swapped in) or ``"none"`` (in-memory store).
+        method: ``"rebuild"`` (fresh directory swapped in), ``"in place"`` (the
+            directory cannot be renamed, e.g. a mount point: its files were replaced by
+            the rebuilt ones) or ``"none"`` (in-memory store).
     """
 
     seconds: float
@@ -260,6 +270,9 @@ def compaction_blocker(store: Any, *, force: bool = False) -> str | None:
     if store._kind != "persistent" or store.path is None:
         return ("the store is behind a chroma server: memkit cannot rewrite or read the "
                 "server's files (deleted text stays in its SQLite pages and log)")
+    if store._lock is None:
+        return (f"{store.path.parent} is not writable: memkit cannot lock {store.path} or write "
+                "the rebuilt directory beside it")
     if _sqlite_collection_count(store.path) != len(list(store._client.list_collections())):
         return f"{store.path} holds collections outside the default tenant/database"
     from chromadb.api.shared_system_client import SharedSystemClient
@@ -326,8 +339,9 @@ def compact_directory(path: str | Path, *, force: bool = False, timeout: float |
     (:func:`recover`), rebuilds every collection into a fresh sibling directory from
     the live records (ids, documents, metadata, stored vectors; collection metadata
     and configuration), VACUUMs it, zeroes HNSW slack, fsyncs it, records the swap in
-    a journal, bumps the directory's generation, swaps it in atomically, overwrites
-    the old files with zeros and removes them (module doc). Works on directories
+    a journal, bumps the directory's generation, swaps it in atomically (a directory
+    that cannot be renamed, such as a mount point, gets the rebuilt files copied in
+    place), overwrites the old files with zeros and removes them (module doc). Works on directories
     other memory layers wrote: no memkit collection is created.
 
     Args:
@@ -451,6 +465,50 @@ def _finish(path: Path) -> None:
     _zero_hnsw_slack(path)
 
 
+_CANNOT_RENAME = frozenset({errno.EBUSY, errno.EXDEV, errno.EACCES, errno.EPERM})
+"""``rename`` errors that mean the directory itself cannot be moved (a mount point such
+as a container volume: ``EBUSY``; another file system: ``EXDEV``; a parent that refuses:
+``EACCES``/``EPERM``); compaction then replaces the directory's files in place."""
+
+_KEEP_IN_PLACE = frozenset({"lost+found"})
+"""Entries of a mount point's root that belong to its file system, not to chroma."""
+
+
+def _shred_entry(p: Path) -> None:
+    """Overwrite a file (or every file of a directory) with zeros and remove it."""
+    if p.is_dir() and not p.is_symlink():
+        _shred_tree(p)
+        return
+    if p.is_file() and not p.is_symlink():
+        with open(p, "r+b") as fh:
+            fh.write(b"\0" * p.stat().st_size)
+            fh.flush()
+            os.fsync(fh.fileno())
+    p.unlink()
+
+
+def _replace_in_place(path: Path, fresh: Path, lock: DirectoryLock) -> None:
+    """Make ``path``'s content the rebuilt ``fresh``'s, keeping ``path`` itself (a
+    directory that cannot be renamed); the journal says ``"mode": "in place"``.
+
+    Every entry of ``path`` (but :data:`_KEEP_IN_PLACE`) is shredded, ``fresh`` is
+    copied in (copies: ``fresh`` may be on another file system) and fsynced, the
+    journal records ``"copied"``, then ``fresh`` is shredded. ``fresh`` stays whole
+    until the copy is complete, so :func:`recover` can always redo the copy.
+    """
+    for entry in list(path.iterdir()):
+        if entry.name not in _KEEP_IN_PLACE:
+            _shred_entry(entry)
+    for entry in sorted(fresh.iterdir()):
+        if entry.is_dir():
+            shutil.copytree(entry, path / entry.name)
+        else:
+            shutil.copy2(entry, path / entry.name)
+    _fsync_tree(path)
+    _write_journal(lock, {"path": str(path), "fresh": str(fresh), "mode": "in place", "copied": True})
+    _shred_tree(fresh)
+
+
 def recover(path: Path, lock: DirectoryLock) -> str:
     """Finish or undo a compaction of ``path`` that was killed; hold ``lock`` exclusive.
 
@@ -471,6 +529,16 @@ def recover(path: Path, lock: DirectoryLock) -> str:
         record = json.loads(journal.read_text())
     except (OSError, ValueError):
         record = None
+    if record is not None and record.get("mode") == "in place":
+        fresh = Path(record["fresh"])  # whole until "copied": the copy is redone from it
+        if not record.get("copied") and fresh.is_dir():
+            _replace_in_place(path, fresh, lock)
+        elif fresh.exists():
+            _shred_tree(fresh)
+        _finish(path)
+        journal.unlink()
+        _fsync_dir(lock.dir)
+        return "rolled forward"
     if record is not None:
         fresh_ino = int(record["fresh_ino"])
         if not path.exists():
@@ -585,14 +653,24 @@ def _compact_locked(path: Path, lock: DirectoryLock | None, *, coordinated: bool
     _write_journal(lock, {"path": str(path), "fresh": str(fresh), "fresh_ino": os.stat(fresh).st_ino,
                           "aside": str(aside), "pid": os.getpid(), "time": time.time()})
     lock.bump_generation()  # before the swap: no handle may keep using the old directory
+    method = "rebuild"
     if _exchange(fresh, path):
         os.rename(fresh, aside)  # now the old directory
     else:
-        os.rename(path, aside)
-        os.rename(fresh, path)
-    _fsync_dir(path.parent)
-    _shred_tree(aside)
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            if exc.errno not in _CANNOT_RENAME:
+                raise
+            method = "in place"  # a mount point: the directory stays, its files are replaced
+            _write_journal(lock, {"path": str(path), "fresh": str(fresh), "mode": "in place"})
+            _replace_in_place(path, fresh, lock)
+        else:
+            os.rename(fresh, path)
+    if method == "rebuild":
+        _fsync_dir(path.parent)
+        _shred_tree(aside)
     _finish(path)
     (lock.dir / _JOURNAL).unlink()
     _fsync_dir(lock.dir)
-    return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, "rebuild")
+    return CompactionReport(time.perf_counter() - t0, before, _dir_bytes(path), records, method)

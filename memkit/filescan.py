@@ -17,8 +17,12 @@ path:
 * a container (gzip, bzip2, xz, lzma, zstd, zip, tar) is opened and each member goes
   through the same steps, labelled ``container!member``, within
   :class:`memkit.containers.Limits`;
+* a file is read to its end whatever its stat size says (``/proc/PID/environ`` says 0,
+  ``/sys`` files a page): memory-mapped when it can be, else read until ``read``
+  returns nothing (at most :attr:`Limits.max_member_bytes`); its coverage counts the
+  bytes read, never the stat size;
 * a file whose size, modification time or inode changed while it was read is recorded
-  as changed.
+  as changed (a file still growing is not called clean).
 
 Each file or member gets a :class:`memkit.coverage.FileCoverage` on the report;
 whatever one leaves makes the verdict incomplete (:meth:`ResidueReport.cover`).
@@ -36,9 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memkit.checkpoints import CHECKPOINT_BLOBS, is_checkpoint_db, scan_checkpoint_db
 from memkit.containers import Budget, Limits, container_kind, open_members
 from memkit.coverage import FileCoverage, Snapshot
-from memkit.encodings import WIDE_ENCODINGS, wide_spans
+from memkit.encodings import WIDE_ENCODINGS, WideSpan
 from memkit.fulltext import fulltext_hits_each, fulltext_tables, shadow_tables
 from memkit.matching import SecretMatcher
 
@@ -107,6 +112,22 @@ HNSW_FILES = frozenset(
 """File names of chroma's local HNSW segment."""
 
 
+def _read_to_end(fh: Any, cap: int) -> tuple[bytes, list[str]]:
+    """Read ``fh`` until ``read`` returns nothing, at most ``cap`` bytes (then what was
+    left is said): for files whose stat size is not their length (``/proc``, ``/sys``:
+    0 or a page)."""
+    chunks, n = [], 0
+    while n <= cap:
+        chunk = fh.read(min(1 << 20, cap + 1 - n))
+        if not chunk:
+            return b"".join(chunks), []
+        chunks.append(chunk)
+        n += len(chunk)
+    data = b"".join(chunks)[:cap]
+    return data, [f"limit reached: max_member_bytes = {cap} bytes read of a file whose length "
+                  "its size does not give; the rest was not read"]
+
+
 def _disk_raw(kind: str, label: str) -> str:
     if "!" in label:
         return "disk_other"
@@ -133,6 +154,9 @@ class Scanner:
         seen: ``(device, inode)`` of every file read, with the label it was read as.
         skip_sql: labels of SQLite files whose rows someone else reads
             (``chroma.sqlite3``: through the chroma API).
+        checkpoint_serde: a LangGraph serializer (``loads_typed``) for the values of a
+            LangGraph checkpoint database met as a side file, e.g. one that decrypts
+            (:mod:`memkit.checkpoints`); ``None``: plain values only.
     """
 
     report: Any
@@ -140,6 +164,7 @@ class Scanner:
     limits: Limits = field(default_factory=Limits)
     seen: dict[tuple[int, int], str] = field(default_factory=dict)
     skip_sql: set[str] = field(default_factory=set)
+    checkpoint_serde: Any = None
 
     # ------------------------------------------------------------------ walking
 
@@ -147,6 +172,10 @@ class Scanner:
         """Scan a given file or directory (module doc)."""
         label = label if label is not None else str(top)
         budget = Budget(self.limits.max_total_bytes)
+        from memkit.scan_pool import scan_path
+
+        if scan_path(self, top, family, label, budget):  # planned and read in worker processes
+            return
         if top.is_dir():
             self._walk(top, label, family, set(), budget)
         else:
@@ -226,17 +255,25 @@ class Scanner:
                                      left=[f"unreadable ({exc.strerror or exc})"]))
             return
         with fh:
-            try:
-                data: Any = (mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                             if st.st_size else b"")
-            except (OSError, ValueError) as exc:
-                self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
-                                         left=[f"unreadable ({exc})"]))
-                return
+            data: Any = None
+            left: list[str] = []
+            if st.st_size:
+                try:
+                    data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    data = None  # /proc, /sys and other files that cannot be mapped
+            if data is None:  # its stat size is no length (0 in /proc): read it to its end
+                try:
+                    data, left = _read_to_end(fh, self.limits.max_member_bytes)
+                except OSError as exc:
+                    self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
+                                             left=[f"unreadable ({exc.strerror or exc})"]))
+                    return
             try:
                 kind = content_kind(bytes(data[:16]), p.name)
-                cov = FileCoverage(label, surface or family.raw(kind, label), st.st_size)
-                self._data(data, label, family, cov, 0, budget, path=p, kind=kind)
+                cov = FileCoverage(label, surface or family.raw(kind, label), len(data), left=left)
+                self._data(data, label, family, cov, 0, budget,
+                           path=p if isinstance(data, mmap.mmap) else None, kind=kind)
             finally:
                 if isinstance(data, mmap.mmap):
                     data.close()
@@ -291,16 +328,23 @@ class Scanner:
 
     def raw(self, data: Any, surface: str, label: str) -> int:
         """Match ``data`` as UTF-8 and as UTF-16/32; add the hits; return how many."""
+        from memkit.scan_pool import raw_copies
+
+        spans, wide = raw_copies(self.m, data)
+        return self.raw_hits(data, surface, label, spans, wide)
+
+    def raw_hits(self, data: Any, surface: str, label: str, spans: list[tuple[int, int, str, int | None]],
+                 wide: list[WideSpan]) -> int:
+        """Add the hits of :meth:`raw` from its UTF-8 ``spans`` and ``wide`` copies (byte
+        offsets into ``data``, which gives the snippets); return how many."""
         from memkit.residue import Hit, _mask, _printable, _render
 
         m, report = self.m, self.report
         loc = _mask(label, m)
-        spans = m.byte_spans(data)
-        for s, e, kind, *idx in spans:
+        for s, e, kind, idx in spans:
             lo, hi = max(0, s - 24), min(len(data), e + 24)
             window = _printable(bytes(data[lo:hi]))
-            report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, spans, lo, hi), *idx))
-        wide = wide_spans(data, m, exclude=[(sp[0], sp[1]) for sp in spans])
+            report.add(Hit(surface, f"{loc}@{s}", kind, _render(window, lo, spans, lo, hi), idx))
         for w in wide:
             lo, hi = max(0, w.text_start - 24), min(len(w.text), w.text_end + 24)
             snippet = _render(w.text, 0, [(w.text_start, w.text_end, w.kind)], lo, hi)
@@ -309,7 +353,7 @@ class Scanner:
         return len(spans) + len(wide)
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
-        from memkit.residue import _scan_text, _strings_in
+        from memkit.residue import _scan_values, _strings_in
 
         if len(data) > _JSON_DECODE_MAX:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
@@ -324,9 +368,9 @@ class Scanner:
             except (ValueError, RecursionError):
                 return
         cov.decoders.append("json")
-        for n, doc in enumerate(docs):
-            for where, text in _strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}"):
-                _scan_text(self.report, cov.surface, label + where, text, self.m)
+        _scan_values(self.report, cov.surface, [
+            (label + where, text) for n, doc in enumerate(docs)
+            for where, text in _strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}")], self.m)
 
     def _sqlite(self, data: Any, label: str, family: Family, cov: FileCoverage,
                 path: Path | None) -> None:
@@ -363,13 +407,17 @@ class Scanner:
         shadows = shadow_tables(con)
         fts = {n for n, _, _ in fulltext_tables(con)}
         name = label.rsplit("/", 1)[-1]
+        checkpoints = is_checkpoint_db(con)
         for t in names:
             surface = family.fulltext if t in shadows or t in fts else family.rows
+            skip = CHECKPOINT_BLOBS.get(t, frozenset()) if checkpoints else frozenset()
             try:
-                _scan_table(con, report, surface, t, f"{name}:", m)
+                _scan_table(con, report, surface, t, f"{name}:", m, skip)
             except sqlite3.Error as exc:
                 cov.left.append(f"table {t} cannot be read ({exc})")
         cov.decoders.append("sqlite")
+        if checkpoints:
+            self._checkpoints(con, label, name, family, cov)
         hits, problems = fulltext_hits_each(con, m)
         if fts:
             cov.decoders.append("fulltext")
@@ -379,6 +427,30 @@ class Scanner:
         cov.left.extend(problems)
         for problem in problems:
             report.skip(family.fulltext, f"{label}: {problem}")
+
+    def _checkpoints(self, con: sqlite3.Connection, label: str, name: str, family: Family,
+                     cov: FileCoverage) -> None:
+        """A LangGraph checkpoint database: every stored value decoded
+        (:func:`memkit.checkpoints.scan_checkpoint_db`); values left encrypted or
+        undecodable make the file not fully checked."""
+        from memkit.residue import _scan_text, _scan_value, _strings_in
+
+        def decoded(where: str, value: Any) -> None:
+            for path, text in _strings_in(value, ""):
+                _scan_text(self.report, family.rows, f"{name}:{where}{path}", text, self.m)
+
+        def raw(where: str, blob: Any) -> None:
+            _scan_value(self.report, family.rows, f"{name}:{where}", blob, self.m)
+
+        serdes = [] if self.checkpoint_serde is None else [self.checkpoint_serde]
+        try:
+            left = scan_checkpoint_db(con, decoded, raw, serdes)
+        except sqlite3.Error as exc:
+            left = [f"LangGraph checkpoint tables cannot be read ({exc})"]
+        cov.decoders.append("langgraph-checkpoint")
+        for reason in left:
+            cov.left.append(reason)
+            self.report.skip(family.rows, f"{label}: {reason}")
 
     def _cover(self, cov: FileCoverage) -> None:
         self.report.cover(cov)

@@ -130,13 +130,17 @@ def _rebuilt(con: sqlite3.Connection, table: str, trigram: bool) -> Iterator[tup
         yield key[0], "".join(parts)
 
 
-def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher) -> tuple[list[FulltextHit], list[str]]:
+def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher,
+                  rebuilt: dict[str, dict[int, tuple[str, str]]] | None = None) -> tuple[list[FulltextHit], list[str]]:
     """Index entries holding ``m``'s secret whose rows do not show it (module doc).
 
     Args:
         con: a connection to a *copy* of the database (a temporary ``fts5vocab``
             table is created in its ``temp`` schema).
         m: the secret's matcher.
+        rebuilt: the rows of rebuilt FTS5 documents that hold the secret, by table
+            (:func:`_rebuilt_rows`), when the caller read them for many secrets at
+            once; by default they are read here.
 
     Returns:
         ``(hits, problems)``: one hit per (table, row id); ``problems`` says, per
@@ -148,7 +152,6 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher) -> tuple[list[Fullt
     for table, module, sql in fulltext_tables(con):
         tokenizer = (_TOKENIZE.search(sql).group(1).lower() if _TOKENIZE.search(sql) else "unicode61")
         detail = (_DETAIL.search(sql).group(1).lower() if _DETAIL.search(sql) else "full")
-        own_content = not _CONTENT.search(sql)
         found: dict[int, tuple[str, str]] = {}
         queries = _queries(m)
         if module == "fts5" and detail != "full":  # no positions: phrases fail; every token
@@ -168,38 +171,84 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher) -> tuple[list[Fullt
         if failed and len(failed) == len(queries):
             problems.append(f"{table} ({module}, tokenize={tokenizer}): the index cannot be "
                             f"queried ({failed[0]})")
-        if module == "fts5" and not own_content:
-            if detail != "full":
-                problems.append(f"{table} (fts5, detail={detail}): the index stores no token "
-                                "positions, so its documents cannot be rebuilt; only MATCH on the "
-                                "secret's own tokens was checked")
-            else:
-                try:
-                    for rowid, text in _rebuilt(con, table, tokenizer == "trigram"):
-                        spans = m.spans(text)
-                        if spans:
-                            found.setdefault(rowid, ("index (rebuilt from fts5vocab)", spans[0][2]))
-                except sqlite3.Error as exc:
-                    problems.append(f"{table} (fts5): the index cannot be read back ({exc})")
+        if rebuilt is None:
+            rows_of, trouble = _rebuilt_rows(con, table, module, sql, m)
+            problems += trouble
+        else:
+            rows_of = rebuilt.get(table, {})
+        for rowid, how in rows_of.items():
+            found.setdefault(rowid, how)
         for rowid, (how, kind) in sorted(found.items()):
             if not _row_shows(con, table, rowid, m):
                 hits.setdefault((table, rowid), FulltextHit(table, rowid, how, kind))
     return list(hits.values()), problems
 
 
+def _rebuilt_rows(con: sqlite3.Connection, table: str, module: str, sql: str,
+                  m: Any) -> tuple[dict[Any, tuple[str, str]], list[str]]:
+    """The rows of an FTS5 table whose content is not its own whose documents, rebuilt
+    from the index, hold a copy: ``{rowid: (how, kind)}`` for a matcher, ``{(index,
+    rowid): ...}`` for a :class:`~memkit.multi_matcher.MultiMatcher` (one read of the
+    index for every secret); and the problems."""
+    tokenizer = (_TOKENIZE.search(sql).group(1).lower() if _TOKENIZE.search(sql) else "unicode61")
+    detail = (_DETAIL.search(sql).group(1).lower() if _DETAIL.search(sql) else "full")
+    if module != "fts5" or not _CONTENT.search(sql):
+        return {}, []
+    if detail != "full":
+        return {}, [f"{table} (fts5, detail={detail}): the index stores no token positions, so its "
+                    "documents cannot be rebuilt; only MATCH on the secret's own tokens was checked"]
+    found: dict[Any, tuple[str, str]] = {}
+    many = hasattr(m, "engine")
+    try:
+        for rowid, text in _rebuilt(con, table, tokenizer == "trigram"):
+            for _s, _e, kind, *idx in m.spans(text):
+                found.setdefault((idx[0], rowid) if many else rowid, ("index (rebuilt from fts5vocab)", kind))
+    except sqlite3.Error as exc:
+        return found, [f"{table} (fts5): the index cannot be read back ({exc})"]
+    return found, []
+
+
+class _OneSecret:
+    """What the full-text queries ask of one secret's matcher, the matcher compiled
+    only when a row is found (tens of milliseconds each: thousands of secrets must not
+    pay it up front)."""
+
+    def __init__(self, secret: str) -> None:
+        from memkit.matching import skeleton
+
+        self.secret = secret
+        self.skeleton = skeleton(secret)
+
+    def search(self, text: str) -> bool:
+        from memkit.matching import matcher
+
+        return matcher(self.secret).search(text)
+
+
 def fulltext_hits_each(con: sqlite3.Connection, m: Any) -> tuple[list[tuple[int | None, FulltextHit]], list[str]]:
     """:func:`fulltext_hits` for each secret of ``m`` (a matcher, or a
-    :class:`~memkit.multi_matcher.MultiMatcher`: one set of queries per secret).
+    :class:`~memkit.multi_matcher.MultiMatcher`: one set of ``MATCH`` queries per
+    secret, the rebuilt documents read once for all of them).
 
     Returns:
         ``(hits, problems)``: ``(secret index or None, hit)`` pairs, and each problem once.
     """
-    from memkit.multi_matcher import each_secret
-
-    hits: list[tuple[int | None, FulltextHit]] = []
+    if not hasattr(m, "engine"):
+        found, problems = fulltext_hits(con, m)
+        return [(None, h) for h in found], problems
     problems: list[str] = []
-    for idx, one in each_secret(m):
-        found, trouble = fulltext_hits(con, one)
+    rebuilt: dict[int, dict[str, dict[int, tuple[str, str]]]] = {}
+    first = {}
+    for i, secret in enumerate(m.secrets):
+        first.setdefault(secret, i)
+    for table, module, sql in fulltext_tables(con):
+        rows, trouble = _rebuilt_rows(con, table, module, sql, m)
+        problems += [p for p in trouble if p not in problems]
+        for (i, rowid), how in rows.items():
+            rebuilt.setdefault(i, {}).setdefault(table, {})[rowid] = how
+    hits: list[tuple[int | None, FulltextHit]] = []
+    for idx, secret in enumerate(m.secrets):
+        found, trouble = fulltext_hits(con, _OneSecret(secret), rebuilt.get(first[secret], {}))  # type: ignore[arg-type]
         hits += [(idx, h) for h in found]
         problems += [p for p in trouble if p not in problems]
     return hits, problems

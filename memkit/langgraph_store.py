@@ -17,16 +17,18 @@ chunk field       content
                   so a changed tier rule overwrites the item instead of copying it)
 ``namespace``     the LangGraph namespace joined with ``"."``: ``("memories",
                   "alice")`` -> ``"memories.alice"``. LangGraph forbids ``"."`` in
-                  labels (``validate_op_namespace``), so the join is invertible.
+                  labels (``validate_op_namespace``; a dotted label is refused), so
+                  the join is injective over the namespaces a store can hold.
 ``text``          the text that is embedded: the item's texts at the index
                   ``fields`` (LangGraph's ``get_text_at_path``), joined by newlines;
                   the canonical JSON of the value when nothing is indexed
 ``tier``          ``raw`` by default; a rule per namespace prefix picks another
 ``session_id``    the item key; ``turn_index`` 0 (``raw``) or -1 (``summary``)
 ``date``          creation time (ISO-8601 UTC)
-``extra``         ``lg_key``, ``lg_value`` (the value as JSON), ``lg_created``,
-                  ``lg_updated`` (ISO-8601), ``lg_seq`` (insertion order, int),
-                  ``lg_indexed`` (bool: the item takes part in vector ranking)
+``extra``         ``lg_key``, ``lg_value`` (the value as JSON), ``lg_namespace``
+                  (the labels as a JSON list), ``lg_created``, ``lg_updated``
+                  (ISO-8601), ``lg_seq`` (insertion order, int), ``lg_indexed``
+                  (bool: the item takes part in vector ranking)
 ================  ==============================================================
 
 Semantics follow :class:`langgraph.store.memory.InMemoryStore` (tests run the same
@@ -99,13 +101,13 @@ from langgraph.store.base import (
 
 from memkit.store import TIERS, Chunk, TieredMemoryStore
 
-__all__ = ["NAMESPACE_SEPARATOR", "MemkitStore", "item_chunk_id", "namespace_key"]
+__all__ = ["NAMESPACE_SEPARATOR", "MemkitStore", "chunk_namespace", "item_chunk_id", "namespace_key"]
 
 NAMESPACE_SEPARATOR = "."
 """Joins namespace labels into a memkit namespace (LangGraph labels never contain it)."""
 
-_KEY, _VALUE, _CREATED, _UPDATED, _SEQ, _INDEXED = (
-    "lg_key", "lg_value", "lg_created", "lg_updated", "lg_seq", "lg_indexed",
+_KEY, _VALUE, _CREATED, _UPDATED, _SEQ, _INDEXED, _LABELS = (
+    "lg_key", "lg_value", "lg_created", "lg_updated", "lg_seq", "lg_indexed", "lg_namespace",
 )
 _FILTER_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
@@ -127,6 +129,29 @@ def namespace_key(namespace: Sequence[str]) -> str:
         raise InvalidNamespaceError("Namespace cannot be empty.")
     validate_op_namespace(GetOp(namespace, ""))
     return NAMESPACE_SEPARATOR.join(namespace)
+
+
+def chunk_namespace(chunk: Chunk) -> tuple[str, ...]:
+    """The namespace of a stored chunk as a tuple of labels, the form namespaces are
+    compared in (never the joined string, never a part of a label).
+
+    A :class:`MemkitStore` item's namespace is its LangGraph labels: read from its
+    ``lg_namespace`` metadata, or, for an item written before that metadata existed,
+    the ``"."``-split of its namespace (exact: LangGraph labels never contain ``"."``).
+    Any other chunk's namespace (memkit's own writers: a user id, ``"profiles"``) is one
+    label, whatever characters it holds: ``"alice.smith@example.com"`` is
+    ``("alice.smith@example.com",)``.
+    """
+    extra = chunk.extra
+    if _KEY not in extra or _VALUE not in extra:
+        return (chunk.namespace,)
+    try:
+        labels = json.loads(str(extra[_LABELS]))
+    except (KeyError, ValueError):
+        labels = None
+    if isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels):
+        return tuple(labels)
+    return tuple(chunk.namespace.split(NAMESPACE_SEPARATOR))
 
 
 def item_chunk_id(namespace: Sequence[str], key: str) -> str:
@@ -370,6 +395,7 @@ class MemkitStore(BaseStore):
             extra={
                 _KEY: op.key,
                 _VALUE: value_json,
+                _LABELS: json.dumps(list(op.namespace), ensure_ascii=False),
                 _CREATED: created,
                 _UPDATED: now.isoformat(),
                 _SEQ: int(previous.extra[_SEQ]) if previous is not None else self._seq(),
@@ -383,7 +409,7 @@ class MemkitStore(BaseStore):
 
     @staticmethod
     def _namespace_of(chunk: Chunk) -> tuple[str, ...]:
-        return tuple(chunk.namespace.split(NAMESPACE_SEPARATOR))
+        return chunk_namespace(chunk)
 
     def _item(self, chunk: Chunk) -> Item:
         return Item(

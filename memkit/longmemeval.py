@@ -46,7 +46,7 @@ __all__ = [
     "load",
     "parse_date",
     "sample",
-    "validate_record",
+    "validate_instance",
 ]
 
 QUESTION_TYPES: tuple[str, ...] = (
@@ -405,7 +405,7 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def validate_record(
+def validate_instance(
     record: Any, *, index: int | None = None, path: str | os.PathLike[str] | None = None
 ) -> Instance:
     """Validate one parsed JSON record as an :class:`Instance`.
@@ -471,7 +471,7 @@ def iter_load(
     with p.open(encoding="utf-8") as fp:
         reader = _ArrayReader(fp, p, chunk_chars if size > stream_threshold else None)
         for index, record in reader:
-            inst = validate_record(record, index=index, path=p)
+            inst = validate_instance(record, index=index, path=p)
             if inst.question_id in seen:
                 raise LongMemEvalError(
                     f"{p}: instance {index} (question_id={inst.question_id!r}): field "

@@ -72,7 +72,7 @@ import sys
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -579,23 +579,30 @@ def fewest_spellings(secret: str) -> int:
     return len(_structure(secret)[1])
 
 
-@lru_cache(maxsize=4096)
+@cache
+def _core(ch: str) -> str:
+    """The letters and digits of one character's fold (``_structure``'s unit)."""
+    return "".join(c for c in _fold(ch) if c.isalnum())
+
+
+@lru_cache(maxsize=1 << 18)
 def _structure(secret: str) -> tuple[str, list[str], dict[str, frozenset[str]]]:
     """(skeleton; its stretches, one per character of the secret -- a character whose
     fold is several, ``ß`` -> ``ss``, may be written either way, so its stretch gets
     both spellings; the secret's own characters by the skeleton character they fold to).
+    Cached for as many secrets as a fingerprint holds (an engine asks three times per
+    secret).
 
     Raises:
         TypeError / ValueError: as :func:`skeleton`.
     """
     sk = skeleton(secret)
-    groups = [g for g in ("".join(c for c in _fold(ch) if c.isalnum())
-                          for ch in unicodedata.normalize("NFKC", secret)) if g]
+    groups = [g for g in map(_core, unicodedata.normalize("NFKC", secret)) if g]
     if "".join(groups) != sk:  # combining sequences fold differently one by one
         groups = list(sk)
     own: dict[str, frozenset[str]] = {}
     for ch in unicodedata.normalize("NFC", secret):
-        core = "".join(c for c in _fold(ch) if c.isalnum())
+        core = _core(ch)
         if len(core) == 1:
             own[core] = own.get(core, frozenset()) | {ch}
     return sk, groups, own
@@ -733,7 +740,7 @@ def spelling_points(secrets: Any) -> dict[bytes, frozenset[str]]:
     return {pt: frozenset(out[pt]) for pt in sorted(out)}
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1 << 18)
 def _plain_units(secret: str) -> tuple[frozenset[int], ...] | None:
     """Per skeleton character, the byte values of its ASCII spellings (``None`` when
     one has none)."""

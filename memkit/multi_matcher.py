@@ -3,42 +3,32 @@ scanner, forget and the LLM cache call when they look for many secrets at once),
 how a report shows a secret (:func:`mask_secret`).
 
 Bytes go through :class:`memkit.scan_engine.ScanEngine`; a text (a stored value, a
-cache entry) is prefiltered by RE2 sets of every secret's
-:func:`~memkit.matching.prefilter_pattern` and confirmed by each named secret's matcher.
+cache entry) is prefiltered by the same engine over its UTF-8 bytes (the byte pattern
+accepts every copy the text pattern accepts, once the control characters the byte
+pattern treats as breakers are read as spaces) and confirmed by each named secret's
+matcher: linear in the text and in the number of secrets named, never per secret per
+byte.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
-import re2
-
-from memkit.matching import SecretMatcher, matcher, prefilter_pattern
+from memkit.matching import SecretMatcher, matcher
 from memkit.scan_engine import ScanEngine
 
-__all__ = ["RE2_MAX_MEM", "SET_SIZE", "MultiMatcher", "each_secret", "mask_secret"]
+__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold"]
 
-RE2_MAX_MEM = 8 << 20
-"""Memory budget of one RE2 set of :class:`MultiMatcher`'s text prefilter (bytes)."""
+_BREAKERS_AS_SPACES = {c: " " for c in [*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]}
+"""The control characters a text pattern reads as separators and the byte pattern as
+breakers (:data:`memkit.matching.BREAKER_BYTES`), as spaces: one separator each in
+both patterns."""
 
-SET_SIZE = 8
-"""Secrets per RE2 set of :class:`MultiMatcher`'s text prefilter. A set's DFA tracks
-every pattern's progress at once; past about 8 of these patterns its states multiply,
-so many secrets are prefiltered as several sets of 8."""
-
-
-def _compile_set(patterns: list[str]) -> Any:
-    options = re2.Options()
-    options.encoding = re2.Options.Encoding.LATIN1
-    options.max_mem = RE2_MAX_MEM
-    options.never_capture = True
-    options.log_errors = False
-    rset = re2.Set.SearchSet(options)
-    for p in patterns:
-        rset.Add(p)
-    rset.Compile()
-    return rset
+_BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in _BREAKERS_AS_SPACES else c for c in range(256))
+""":data:`_BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
 
 
 class _MultiMask:
@@ -59,9 +49,8 @@ class MultiMatcher:
     scanner uses, for many secrets at once: spans are ``(start, end, kind, index)``
     with the index of the secret in :attr:`secrets`. Bytes go through
     :meth:`ScanEngine.scan_bytes`; each text (a stored value, a cache entry) is
-    prefiltered by RE2 sets of every secret's
-    :func:`~memkit.matching.prefilter_pattern` (built on first use, :data:`SET_SIZE`
-    secrets a set) and confirmed by the matcher of each secret they name.
+    prefiltered by the same engine (:meth:`candidates`) and confirmed by the matcher
+    of each secret it names.
 
     Args:
         secrets: the secrets (order kept; duplicates scanned once).
@@ -74,38 +63,25 @@ class MultiMatcher:
         self.engine = ScanEngine(secrets)
         self.secrets = self.engine.secrets
         self.text = _MultiMask(self)
-        self._sets: list[tuple[Any, list[int]]] | None = None
-
-    def _named(self, data: bytes) -> list[int]:
-        """Indices of the secrets the RE2 prefilter names in ``data`` (every shard)."""
-        if self._sets is None:
-            self._sets = []
-            unique = self.engine._unique
-            stack = [unique[j: j + SET_SIZE] for j in range(0, len(unique), SET_SIZE)][::-1]
-            while stack:  # one RE2 set, or shards of them when one does not fit RE2_MAX_MEM
-                ids = stack.pop()
-                try:
-                    self._sets.append((_compile_set([prefilter_pattern(self.secrets[i]) for i in ids]), ids))
-                except re2.error:
-                    if len(ids) == 1:
-                        raise
-                    stack += [ids[len(ids) // 2:], ids[: len(ids) // 2]]
-        out: list[int] = []
-        for rset, ids in self._sets:
-            out += [ids[h] for h in rset.Match(data) or ()]
-        return sorted(out)
 
     def candidates(self, text: str) -> list[int]:
-        """Indices of the secrets that may have a copy in ``text`` (a superset: the
-        text's UTF-8 bytes, and the text with characters that fold to several
-        (``ß`` -> ``ss``) folded, as :meth:`SecretMatcher.search` reads it)."""
+        """Indices of the secrets that may have a copy in ``text`` (a superset): those
+        the scan engine finds in the text's UTF-8 bytes, and in those of the text with
+        characters that fold to several (``ß`` -> ``ss``) folded, as
+        :meth:`SecretMatcher.spans` reads it; control characters the byte pattern
+        does not read as separators are read as spaces (the text pattern's
+        separators)."""
         from memkit.matching import _multi_chars, _tables
 
-        forms = [text.encode("utf-8", "surrogatepass")]
+        forms = [text]
         if _multi_chars().search(text) is not None:
             multi = _tables()[3]
-            forms.append("".join(multi.get(ch, ch) for ch in text).encode("utf-8", "surrogatepass"))
-        return sorted({i for data in forms for i in self._named(data)})
+            forms.append("".join(multi.get(ch, ch) for ch in text))
+        named: set[int] = set()
+        for form in forms:
+            named.update(self.engine.scan_bytes(
+                form.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)))
+        return sorted(named)
 
     def search(self, text: str) -> bool:
         """Whether ``text`` holds a copy of any of the secrets."""
@@ -143,6 +119,58 @@ class MultiMatcher:
         """``(start, end, kind, index)`` of every copy in a bytes-like object."""
         found = self.engine.scan_bytes(data)
         return sorted((s, e, k, i) for i, spans in found.items() for s, e, k in spans)
+
+
+@lru_cache(maxsize=1)
+def _folding() -> tuple[Any, dict[int, str]]:
+    """A Hyperscan database of the UTF-8 of every character that folds to several
+    (``ß``, ``ﬁ``, ``㎏``), and their folds for :meth:`str.translate`."""
+    import hyperscan
+
+    from memkit.matching import _tables
+
+    multi = _tables()[3]
+    chars = sorted(multi)
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=[ch.encode() for ch in chars], ids=list(range(len(chars))), elements=len(chars),
+               flags=0, literal=True)
+    return db, {ord(ch): f for ch, f in multi.items()}
+
+
+def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
+    """Whether each of ``texts`` may hold a copy of ``m``'s secret or secrets (a
+    superset, as :meth:`MultiMatcher.candidates`), for a matcher or a
+    :class:`MultiMatcher`: one scan engine pass over all of them (joined by NUL bytes,
+    which no byte copy holds), and one over those holding a character that folds to
+    several, folded; not one per text."""
+    from memkit.encodings import _single_engine
+
+    engine = m.engine if isinstance(m, MultiMatcher) else _single_engine(m.secret)
+    if engine is None:
+        return [True] * len(texts)
+    out = [False] * len(texts)
+    db, fold = _folding()
+
+    def scan(indices: list[int], forms: list[bytes], folds: bool) -> list[int]:
+        starts = [0]
+        for f in forms:
+            starts.append(starts[-1] + len(f) + 1)
+        joined = b"\0".join(forms)
+        for spans in engine.scan_bytes(joined).values():
+            for s, _e, _k in spans:
+                out[indices[bisect.bisect_right(starts, s) - 1]] = True
+        if not folds:
+            return []
+        holding: set[int] = set()
+        db.scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(bisect.bisect_right(starts, b - 1) - 1))
+        return [indices[j] for j in sorted(holding)]
+
+    folding = scan(list(range(len(texts))),
+                   [t.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES) for t in texts], True)
+    if folding:
+        scan(folding, [texts[i].translate(fold).encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)
+                       for i in folding], False)
+    return out
 
 
 def mask_secret(secret: str) -> str:

@@ -25,7 +25,7 @@ from memkit.matching import matcher
 from memkit.residue import Hit, ResidueReport
 from memkit.surfaces_pg import DISK_SURFACES, PgScan, readable_tables, scan_disk, scan_rows
 
-__all__ = ["PG_SURFACES", "PgConnectError", "is_postgres_uri", "scan_database"]
+__all__ = ["PG_SURFACES", "PgConnectError", "data_directory", "is_postgres_uri", "scan_database"]
 
 PG_SURFACES: tuple[str, ...] = ("pg_rows", *DISK_SURFACES)
 """The surfaces of a PostgreSQL report: live rows, then the data directory's files."""
@@ -74,8 +74,10 @@ def _local_identifier(pgdata: Path) -> int | None:
         return None
 
 
-def _data_directory(conn: Any, pgdata: str | Path | None) -> tuple[Path | None, str | None]:
-    """The server's data directory on this machine, or None and why not.
+def data_directory(conn: Any, pgdata: str | Path | None) -> tuple[Path | None, str | None]:
+    """The server's data directory on this machine (``pgdata`` checked against the
+    server's system identifier, else ``SHOW data_directory`` when it is readable here
+    and is this server's), or ``None`` and why not.
 
     Raises:
         ValueError: ``pgdata`` is given but is not this server's data directory.
@@ -160,7 +162,7 @@ def scan_database(
         raise ValueError("no secret to look for (an empty string matches everywhere)")
     conn = _connect(uri)
     try:
-        root, why = _data_directory(conn, pgdata)
+        root, why = data_directory(conn, pgdata)
         conn.execute("SET default_transaction_read_only = on")
         found, refused = readable_tables(conn, schemas=schemas, tables=tables)
         info = conn.info

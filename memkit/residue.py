@@ -79,8 +79,8 @@ every surface of a Chroma directory (SQL rows, the embeddings queue, full-text
 tables, stale embeddings) and for caches, side files and checkpointers; reading
 files (:mod:`memkit.filescan`), wide encodings (:mod:`memkit.encodings`), containers
 (:mod:`memkit.containers`), full-text indexes (:mod:`memkit.fulltext`), coverage
-(:mod:`memkit.coverage`) and many secrets (:mod:`memkit.scan_engine`) already live in
-their own modules, and the command is :mod:`evaluators.cli.residue`.
+(:mod:`memkit.coverage`), checkpoints (:mod:`memkit.checkpoints`) and many secrets
+(:mod:`memkit.scan_engine`) already live in their own modules, and the command is :mod:`evaluators.cli.residue`.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memkit.checkpoints import _scan_checkpoints, scan_checkpoints, threads_with_copies
 from memkit.containers import Limits
 from memkit.coverage import FileCoverage, coverage_summary
 from memkit.filescan import CACHE, DISK, HNSW_FILES, SIDE, Scanner, content_kind
@@ -152,6 +153,8 @@ _WAL_SUFFIXES = ("-wal", "-journal", "-shm")
 _WINDOW = 24
 _MASK = "[SECRET]"
 _PAGE = 2000
+_BATCH_BYTES = 4 << 20
+"""Text read from SQL rows per :func:`_scan_values` call (bounds its memory)."""
 
 
 class NotAChromaDirectory(ValueError):
@@ -343,6 +346,74 @@ def _scan_text(report: ResidueReport, surface: str, location: str, text: str, m:
                 _scan_text(report, surface, location + path, inner, m, depth + 1)
 
 
+class _Text:
+    """One text of :func:`_scan_values`: where it is, its copies, the strings of the JSON
+    it holds when it shows none (read as :func:`_scan_text` reads them)."""
+
+    __slots__ = ("location", "text", "depth", "spans", "kids")
+
+    def __init__(self, location: str, text: str, depth: int) -> None:
+        self.location, self.text, self.depth = location, text, depth
+        self.spans: list[Any] = []
+        self.kids: list[_Text] = []
+
+
+def _scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, Any]], m: Any) -> None:
+    """:func:`_scan_value` of each ``(location, value)``, with the same hits in the same
+    order, for many values at once: one scan engine pass over every text of a level
+    (:func:`memkit.multi_matcher.may_hold`) names those that may hold a copy, and only
+    those are matched, instead of one matcher call per text."""
+    from memkit.multi_matcher import may_hold
+
+    order: list[Any] = []
+    texts: list[_Text] = []
+
+    def flatten(location: str, value: Any) -> None:
+        text = scalar_text(value)
+        if text is not None:
+            node = _Text(location, text, 0)
+            order.append(node)
+            texts.append(node)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            order.append((location, bytes(value)))
+        elif isinstance(value, (list, tuple)):
+            for n, v in enumerate(value):
+                flatten(f"{location}[{n}]", v)
+
+    for location, value in items:
+        flatten(location, value)
+    level = texts
+    while level:
+        deeper: list[_Text] = []
+        for node, may in zip(level, may_hold(m, [n.text for n in level]), strict=True):
+            node.spans = m.spans(node.text) if may else []
+            if not node.spans and node.depth < 4 and node.text[:1] in "[{\"":
+                try:
+                    decoded = json.loads(node.text)
+                except (ValueError, RecursionError):
+                    continue
+                for path, inner in _strings_in(decoded, ":<json>"):
+                    if inner != node.text:
+                        node.kids.append(_Text(node.location + path, inner, node.depth + 1))
+                deeper += node.kids
+        level = deeper
+
+    def emit(node: _Text) -> None:
+        if node.spans:
+            loc = _mask(node.location, m)
+            for s, e, kind, *index in node.spans:
+                lo, hi = max(0, s - _WINDOW), min(len(node.text), e + _WINDOW)
+                report.add(Hit(surface, loc, kind, _render(node.text, 0, node.spans, lo, hi), *index))
+        for kid in node.kids:
+            emit(kid)
+
+    for item in order:
+        if isinstance(item, _Text):
+            emit(item)
+        else:
+            _scan_buffer(report, surface, item[0], item[1], m)
+
+
 def _printable(b: bytes) -> str:
     return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
 
@@ -354,7 +425,11 @@ def _scan_buffer(
     data: bytes | mmap.mmap,
     m: SecretMatcher,
 ) -> None:
-    matches = m.byte_spans(data)
+    from memkit.encodings import byte_spans
+
+    matches = byte_spans(m, data)
+    if not matches:
+        return
     loc = _mask(location, m)
     for s, e, kind, *index in matches:
         lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
@@ -401,15 +476,22 @@ def _quote(name: str) -> str:
 
 def _scan_table(
     con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
-    m: SecretMatcher,
+    m: SecretMatcher, skip: frozenset[str] = frozenset(),
 ) -> None:
+    """Match every text/blob value of ``table`` (but the columns in ``skip``, read elsewhere)."""
     cur = con.execute(f"SELECT * FROM {_quote(table)}")
     cols = [d[0] for d in cur.description]
+    batch: list[tuple[str, Any]] = []
+    size = 0
     for n, row in enumerate(cur):
         for col, value in zip(cols, row, strict=True):
-            if isinstance(value, (str, bytes)):
-                _scan_value(report, surface, f"{prefix}{table}:row{n}:{col}", value,
-                            m)
+            if isinstance(value, (str, bytes)) and col not in skip:
+                batch.append((f"{prefix}{table}:row{n}:{col}", value))
+                size += len(value)
+        if size >= _BATCH_BYTES:
+            _scan_values(report, surface, batch, m)
+            batch, size = [], 0
+    _scan_values(report, surface, batch, m)
 
 
 def _scan_chroma_sql(
@@ -424,11 +506,15 @@ def _scan_chroma_sql(
             tables = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'"))
             if "embeddings_queue" in tables:
                 cur = con.execute("SELECT seq_id, topic, id, metadata FROM embeddings_queue")
+                batch: list[tuple[str, Any]] = []
                 for seq, topic, rid, meta in cur:
                     for col, value in (("topic", topic), ("id", rid), ("metadata", meta)):
                         if isinstance(value, (str, bytes)):
-                            _scan_value(report, "disk_log", f"embeddings_queue:seq_id={seq}:{col}",
-                                        value, m)
+                            batch.append((f"embeddings_queue:seq_id={seq}:{col}", value))
+                    if len(batch) >= 3 * _PAGE:
+                        _scan_values(report, "disk_log", batch, m)
+                        batch = []
+                _scan_values(report, "disk_log", batch, m)
             fts = sorted(n for n, sql in tables.items() if sql and re.search(r"using\s+fts[345]", sql, re.I))
             for vt in fts:
                 for shadow in sorted(t for t in tables if t.startswith(vt + "_")):
@@ -481,186 +567,6 @@ def _strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str,
         yield from _strings_in(asdict(obj), path, depth + 1)
     else:
         yield path, repr(obj)
-
-
-def scan_checkpoints(saver: Any, secret: str, *, report: ResidueReport | None = None) -> ResidueReport:
-    """Find every copy of ``secret`` in a LangGraph checkpointer, reading what the saver
-    really holds rather than what ``list()`` shows: every stored checkpoint (channel
-    values, metadata), every channel blob, and every pending write, including writes
-    whose checkpoint no longer exists (LangGraph issue #7206: ``delete_thread`` followed
-    by a late ``put_writes`` with the pre-delete config stores them again, and
-    ``list()`` never returns them). Hits go on the ``checkpoint`` surface; each
-    location is ``thread=<id>:checkpoint=<id>:<path>`` (the secret masked; a channel
-    blob's checkpoint is ``<blob channel@version>``; a write without checkpoint is
-    marked ``(checkpoint deleted)``), so copies can be counted per thread.
-
-    Savers read from their storage: ``InMemorySaver`` (its ``storage``, ``blobs`` and
-    ``writes``) and ``SqliteSaver`` (its ``checkpoints`` and ``writes`` tables, through
-    its own connection, uncommitted rows included). Any other saver is read with
-    ``saver.list(None)`` and the ``checkpoint`` surface is listed as not checked (writes
-    without a checkpoint cannot be seen through that API). A stored value the saver's
-    serializer cannot decode is matched in its raw bytes and listed as not checked.
-
-    Args:
-        saver: a LangGraph ``BaseCheckpointSaver``.
-        secret: the string to look for (:mod:`memkit.matching`).
-        report: add to this report instead of a new one.
-
-    Returns:
-        The report.
-    """
-    return _scan_checkpoints(saver, matcher(secret), report)
-
-
-def _scan_checkpoints(saver: Any, m: Any, report: ResidueReport | None) -> ResidueReport:
-    report = report if report is not None else ResidueReport(target=repr(saver))
-    if all(hasattr(saver, a) for a in ("storage", "blobs", "writes", "serde")):
-        _scan_memory_saver(saver, report, m)
-    elif isinstance(getattr(saver, "conn", None), sqlite3.Connection) and hasattr(saver, "serde"):
-        _scan_sqlite_saver(saver, report, m)
-    elif type(saver).__name__ == "PostgresSaver" and hasattr(saver, "serde"):
-        _scan_postgres_saver(saver, report, m)
-    else:
-        _scan_listed(saver, report, m)
-        report.skip("checkpoint", f"{type(saver).__name__}: read through list(); pending writes "
-                                  "whose checkpoint was deleted are not visible through it")
-    return report
-
-
-def _scan_listed(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
-    for tup in saver.list(None):
-        cfg = (tup.config or {}).get("configurable", {})
-        where = f"thread={cfg.get('thread_id')}:checkpoint={cfg.get('checkpoint_id')}"
-        checkpoint = tup.checkpoint or {}
-        for channel, value in (checkpoint.get("channel_values") or {}).items():
-            for path, text in _strings_in(value, f":{channel}"):
-                _scan_text(report, "checkpoint", where + path, text, m)
-        for path, text in _strings_in(tup.metadata or {}, ":<metadata>"):
-            _scan_text(report, "checkpoint", where + path, text, m)
-        for task_id, channel, value in tup.pending_writes or ():
-            for path, text in _strings_in(value, f":<pending {task_id}>:{channel}"):
-                _scan_text(report, "checkpoint", where + path, text, m)
-
-
-def _scan_typed(saver: Any, report: ResidueReport, m: SecretMatcher, where: str,
-                typed: tuple[str, bytes]) -> None:
-    """A value as the saver stored it (``(type, bytes)``): decoded by its serializer
-    and matched; matched as raw bytes when it cannot be decoded."""
-    if typed[0] == "empty":
-        return
-    try:
-        value = saver.serde.loads_typed(typed)
-    except Exception as exc:  # any serializer error: the raw bytes are still matched
-        _scan_buffer(report, "checkpoint", where, bytes(typed[1] or b""), m)
-        report.skip("checkpoint", f"{where.split(':', 1)[0]}: a stored value of type "
-                                  f"{typed[0]!r} cannot be decoded ({type(exc).__name__}); "
-                                  "its raw bytes were matched")
-        return
-    if isinstance(value, Mapping) and "channel_values" in value:  # a checkpoint
-        for channel, inner in (value.get("channel_values") or {}).items():
-            for path, text in _strings_in(inner, f":{channel}"):
-                _scan_text(report, "checkpoint", where + path, text, m)
-        return
-    for path, text in _strings_in(value, ""):
-        _scan_text(report, "checkpoint", where + path, text, m)
-
-
-def _scan_memory_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
-    storage = {t: {ns: dict(cps) for ns, cps in nss.items()} for t, nss in list(saver.storage.items())}
-    for thread, nss in storage.items():
-        for ns, cps in nss.items():
-            for cid, (cp, meta, _parent) in cps.items():
-                where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-                _scan_typed(saver, report, m, where, cp)
-                _scan_typed(saver, report, m, where + ":<metadata>", meta)
-    for (thread, ns, channel, version), typed in list(saver.blobs.items()):
-        where = f"thread={thread}:checkpoint=<blob {channel}@{version}>" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, where + f":{channel}", typed)
-    for (thread, ns, cid), writes in list(saver.writes.items()):
-        orphan = cid not in storage.get(thread, {}).get(ns, {})
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        for (task_id, _idx), (_, channel, typed, _path) in list(writes.items()):
-            mark = " (checkpoint deleted)" if orphan else ""
-            _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", typed)
-
-
-def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
-    import contextlib
-
-    lock = getattr(saver, "lock", None) or contextlib.nullcontext()
-    with lock:
-        cps = saver.conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata "
-            "FROM checkpoints").fetchall()
-        writes = saver.conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, value "
-            "FROM writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx").fetchall()
-    present = set()
-    for thread, ns, cid, typ, blob, meta in cps:
-        present.add((thread, ns, cid))
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, where, (typ, blob))
-        if meta is not None:
-            try:
-                decoded = json.loads(meta)
-            except (ValueError, TypeError):
-                _scan_value(report, "checkpoint", where + ":<metadata>", meta, m)
-            else:
-                for path, text in _strings_in(decoded, ":<metadata>"):
-                    _scan_text(report, "checkpoint", where + path, text, m)
-    for thread, ns, cid, task_id, channel, typ, value in writes:
-        mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, value))
-
-
-def _scan_postgres_saver(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
-    """A ``PostgresSaver``'s tables read through a connection of memkit's own (same
-    server, database and ``search_path``): every checkpoint (JSON), channel blob and
-    pending write, decoded by the saver's serializer."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    conn = saver.conn
-    if hasattr(conn, "info"):
-        params = conninfo_to_dict(conn.info.dsn)
-        if getattr(conn.info, "password", None):
-            params["password"] = conn.info.password
-        conninfo = make_conninfo(**params)
-    else:  # a connection pool
-        conninfo = str(conn.conninfo)
-    with psycopg.connect(conninfo, autocommit=True) as own:
-        cps = own.execute("SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata "
-                          "FROM checkpoints").fetchall()
-        blobs = own.execute("SELECT thread_id, checkpoint_ns, channel, version, type, blob "
-                            "FROM checkpoint_blobs").fetchall()
-        writes = own.execute("SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob "
-                             "FROM checkpoint_writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
-                             ).fetchall()
-    present = set()
-    for thread, ns, cid, checkpoint, meta in cps:
-        present.add((thread, ns, cid))
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        for path, text in _strings_in(checkpoint, ""):
-            _scan_text(report, "checkpoint", where + path, text, m)
-        for path, text in _strings_in(meta or {}, ":<metadata>"):
-            _scan_text(report, "checkpoint", where + path, text, m)
-    for thread, ns, channel, version, typ, blob in blobs:
-        where = f"thread={thread}:checkpoint=<blob {channel}@{version}>" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, where + f":{channel}", (typ, bytes(blob) if blob is not None else b""))
-    for thread, ns, cid, task_id, channel, typ, blob in writes:
-        mark = "" if (thread, ns, cid) in present else " (checkpoint deleted)"
-        where = f"thread={thread}:checkpoint={cid}" + (f":ns={ns}" if ns else "")
-        _scan_typed(saver, report, m, f"{where}:<pending {task_id}{mark}>:{channel}", (typ, bytes(blob)))
-
-
-def threads_with_copies(report: ResidueReport) -> set[str]:
-    """Thread ids whose checkpoints hold a copy (from ``checkpoint`` hit locations)."""
-    out = set()
-    for hit in report.surfaces.get("checkpoint", []):
-        head = hit.location.split(":checkpoint=", 1)[0]
-        out.add(head.removeprefix("thread="))
-    return out
 
 
 # --------------------------------------------------------------------------- chroma API
@@ -769,6 +675,27 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
     return out
 
 
+def _copy_chroma(root: Path, copy: Path) -> None:
+    """Copy what chromadb opens of a persist directory: ``chroma.sqlite3`` with its
+    journals and the directory of each segment the database lists (all directories
+    when it lists none); regular files and directories only (a FIFO would block the
+    copy, a link loop would not end: the byte scan lists both as not checked). Other
+    files (side files kept in the directory) are not chroma's and are not copied."""
+    copy.mkdir()
+    _copy_sqlite(root / "chroma.sqlite3", copy)
+    try:
+        con = sqlite3.connect(copy / "chroma.sqlite3")
+        try:
+            ids = {str(i) for (i,) in con.execute("SELECT id FROM segments")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        ids = set()
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False) and (not ids or entry.name in ids):
+            shutil.copytree(entry.path, copy / entry.name, symlinks=True, ignore=_not_regular)
+
+
 def _db_pairs(db: Path) -> list[tuple[str, str]]:
     """(tenant, database) pairs of a chroma.sqlite3 (read on a copy by the caller)."""
     con = sqlite3.connect(db)
@@ -787,9 +714,7 @@ def _scan_chroma_dir_api(
 
     with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
         copy = Path(tmp) / "chroma"
-        # regular files and directories only: a FIFO would block the copy, a link loop
-        # would not end (the byte scan lists both as not checked)
-        shutil.copytree(root, copy, symlinks=True, ignore=_not_regular)
+        _copy_chroma(root, copy)
         pairs = _db_pairs(copy / "chroma.sqlite3")
         multi = len(pairs) > 1
         for tenant, database in pairs:
@@ -820,6 +745,7 @@ def scan(
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
     limits: Limits | None = None,
+    checkpoint_serde: Any = None,
 ) -> ResidueReport:
     """Find every copy of ``secret`` in a store, its directory and caches (module doc).
 
@@ -848,6 +774,11 @@ def scan(
         limits: bounds on decompressing containers (:class:`memkit.containers.Limits`;
             default 256 MiB per member, 1 GiB per given path, depth 4); a limit reached
             is reported as not checked.
+        checkpoint_serde: a LangGraph serializer that reads the checkpoints the
+            ``checkpointer`` or a LangGraph checkpoint database in ``also`` holds, e.g.
+            ``EncryptedSerializer.from_pycryptodome_aes(key=...)``
+            (:mod:`memkit.checkpoints`). Without it an encrypted value is not
+            decoded, and the scan is never clean over it.
 
     Every file under the directory, ``cache_paths`` and ``also`` is read in UTF-8,
     UTF-16 and UTF-32, containers opened, SQLite files read through SQL and their
@@ -882,6 +813,12 @@ def scan(
         if not _is_sqlite(c):
             raise ValueError(f"cache file {c} is not an SQLite database")
 
+    from memkit import scan_pool
+
+    # worker processes for the files, forked before chromadb starts its threads
+    roots = [] if target is None else [getattr(target, "path", None) if isinstance(target, TieredMemoryStore)
+                                        else Path(target).expanduser()]
+    scan_pool.prefork(m, [*roots, *caches, *(Path(a).expanduser() for a in also)])
     if target is None:
         # side files, caches and checkpointers only: no store was given
         report = ResidueReport(target="side files")
@@ -943,13 +880,13 @@ def scan(
                              m)
     if not check_embeddings and target is not None:
         report.skip("stale_embedding", "check_embeddings=False")
-    files = Scanner(report, m, limits or Limits())
+    files = Scanner(report, m, limits or Limits(), checkpoint_serde=checkpoint_serde)
     for c in caches:
         files.path(c, CACHE)
     for extra in also:
         files.path(Path(extra).expanduser(), SIDE)
     if checkpointer is not None:
-        _scan_checkpoints(checkpointer, m, report)
+        _scan_checkpoints(checkpointer, m, report, checkpoint_serde)
     if secrets is not None:
         report.secret_labels = [mask_secret(x) for x in m.secrets]
     report.not_given = [
@@ -958,6 +895,7 @@ def scan(
         *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
         *(("checkpoint",) if checkpointer is None else ()),
     ]
+    scan_pool.release(m)
     return report
 
 

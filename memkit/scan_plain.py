@@ -66,8 +66,9 @@ class PlainFinder:
     digits followed by the rest of its skeleton in the plain letters, from ``C``'s
     place among them (its *rank*) on. For a construct of at most :data:`SHORT_TAIL`
     letters and a secret of at least ``MIN_SUFFIX + SHORT_TAIL`` characters, the rest is
-    a suffix of the skeleton that the plain letters are searched for anyway (one more
-    literal per ``m``); every other pair is laid out as a segment (the construct's
+    a suffix of the skeleton, found where the plain letters hold the skeleton's last
+    ``len - SHORT_TAIL`` letters after the suffix's first ones (one literal per secret
+    for every ``m``); every other pair is laid out as a segment (the construct's
     letters, then the plain letters after it) and searched.
 
     Args:
@@ -83,14 +84,15 @@ class PlainFinder:
         self.block = block
         self.long = [j for j, n in enumerate(self.lens) if n >= MIN_SUFFIX + SHORT_TAIL]
         self.short = [j for j, n in enumerate(self.lens) if n < MIN_SUFFIX + SHORT_TAIL]
-        # one literal database over the plain letters: every skeleton, then the suffixes
-        # sk[m:] (m = 1..SHORT_TAIL) of the long ones
+        # one literal database over the plain letters: every skeleton, then the tail
+        # sk[SHORT_TAIL:] of each long one, which ends wherever a suffix sk[m:] (m =
+        # 1..SHORT_TAIL) ends: the letters before it tell which (two literals a secret,
+        # not six: compiling is the cost that grows fastest with the number of secrets)
         lits = [x.encode() for x in self.sk]
-        self._suffix: list[tuple[int, int]] = []  # (skeleton number, m) of literal len(sk) + k
+        self._tail: list[int] = []  # skeleton number of literal len(sk) + k
         for j in self.long:
-            for m in range(1, SHORT_TAIL + 1):
-                lits.append(self.sk[j][m:].encode())
-                self._suffix.append((j, m))
+            lits.append(self.sk[j][SHORT_TAIL:].encode())
+            self._tail.append(j)
         self._db = _literal_db(lits)
         self._short_db = _literal_db([self.sk[j].encode() for j in self.short]) if self.short else None
 
@@ -137,9 +139,13 @@ class PlainFinder:
                 a = self._position(mapper, kend - self.lens[pid])
                 if a < limit:
                     out.append((self.ids[pid], a))
-            else:
-                j, m = self._suffix[pid - count]
-                suffix.append((j, m, kend - (self.lens[j] - m)))
+            else:  # the tail: each suffix sk[m:] whose first letters precede it
+                j = self._tail[pid - count]
+                sk, at = self.sk[j], kend - (self.lens[j] - SHORT_TAIL)
+                for m in range(1, SHORT_TAIL + 1):
+                    start = kend - (self.lens[j] - m)
+                    if start >= 0 and plain[start:at] == sk[m:SHORT_TAIL].encode():
+                        suffix.append((j, m, start))
         return out, suffix
 
     def _inside(self, plain: np.ndarray, arr: np.ndarray, tails: Any, suffix: list[tuple[int, int, int]],

@@ -807,13 +807,15 @@ class TieredMemoryStore:
         replacement: str = "[REDACTED]",
         namespace: str | None = None,
         tiers: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[str]:
         """Replace every copy of ``secret`` (any spelling, :mod:`memkit.matching`) in
         chunk text, session id, date, ``source_ids`` and metadata (keys, string values,
         and numbers, which become ``replacement``) with ``replacement``, and re-embed the
         changed texts so each vector matches its new text. A metadata string that holds
         a JSON document (a LangGraph store value) is decoded, redacted value by value and
-        re-serialised.
+        re-serialised. ``namespace``, ``tiers`` and ``ids`` (chunk ids) restrict which
+        chunks are rewritten (``None``: no restriction).
 
         Returns:
             Ids of the chunks changed, in :meth:`chunks` order.
@@ -826,8 +828,9 @@ class TieredMemoryStore:
         m = matcher(secret)
         if m.search(replacement):
             raise ValueError("redact: the replacement contains the secret")
+        only = None if ids is None else set(ids)
         changed = [c for c in self.chunks(namespace=namespace, tiers=tiers)
-                   if redact_chunk(c, secret, replacement, m)]
+                   if (only is None or c.id in only) and redact_chunk(c, secret, replacement, m)]
         if changed:
             # chroma merges metadata on upsert: a renamed (redacted) key would stay, so
             # those records are rewritten whole.

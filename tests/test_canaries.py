@@ -123,7 +123,7 @@ def test_secret_kinds_shapes_and_luhn() -> None:
 # ----------------------------------------------------------------- planting
 
 
-def _check_planted(before: dict, planted: Instance, record: C.CanaryRecord) -> str:
+def _check_planted(before: dict, planted: Instance, record: C.Canary) -> str:
     """Common invariants; returns the original content of the planted turn."""
     after = planted.to_dict()
     s, t = record.session_index, record.turn_index

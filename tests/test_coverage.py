@@ -169,13 +169,28 @@ def test_fifo_is_listed_not_opened(store_dir, tmp_path):
     assert any("pipe" in r and "not a regular file" in r for r in rep.unchecked["side_file"])
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+@pytest.mark.timeout(120)
 def test_unreadable_file_is_not_checked(store_dir, tmp_path):
+    """A file the scan may not read is not checked. Root reads a file whatever its mode,
+    so as root the scan runs in a process without the capabilities that let it
+    (``setpriv`` drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), as an unprivileged
+    user's would."""
     f = tmp_path / "secret.txt"
     f.write_text("x")
     f.chmod(0)
-    rep = _scan(store_dir, tmp_path)
-    assert rep.verdict == "incomplete" and "unreadable" in " ".join(rep.unchecked["side_file"])
+    if os.geteuid() != 0:
+        rep = _scan(store_dir, tmp_path)
+        assert rep.verdict == "incomplete" and "unreadable" in " ".join(rep.unchecked["side_file"])
+        return
+    cat = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "cat", str(f)],
+                         capture_output=True, text=True)
+    assert cat.returncode != 0 and "Permission denied" in cat.stderr  # without them root cannot read it
+    res = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-m",
+                          "evaluators.cli", "residue", str(store_dir), SECRET, "--also", str(tmp_path), "--json",
+                          "--no-embeddings"], capture_output=True, text=True, timeout=100,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    body = json.loads(res.stdout)
+    assert body["verdict"] == "incomplete" and "unreadable" in " ".join(body["unchecked"]["side_file"])
 
 
 @pytest.mark.timeout(120)

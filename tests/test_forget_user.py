@@ -107,7 +107,7 @@ def test_load_turns_reads_users_and_names_bad_lines(tmp_path):
 
 def test_forget_user_full_purge_leaves_no_fingerprint_anywhere(two_users):
     store, cache, fp, root = two_users
-    assert user_namespaces(store, "alice") == ["alice"]
+    assert user_namespaces(store, "alice") == [("alice",)]
     before = scan(store, secrets=fp, cache_paths=[cache.path], check_embeddings=False)
     assert before.total > 0
     result = forget_user(store, "alice", "full_purge", fingerprints=fp, cache=cache)

@@ -71,6 +71,7 @@ def _results_file(recs: list[dict]) -> str:
 def synthetic_run(tmp_path) -> Path:
     out = tmp_path / "run"
     out.mkdir()
+    (out / ".memkit-run").write_text('{"kind": "sweep"}\n')  # as memkit sweep marks its --out
     recs = _records()
     metrics = compute_metrics(recs, n_resamples=100, seed=0)
     metrics["model"] = metrics["summarizer_model"] = "extractive"

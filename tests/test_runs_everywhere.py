@@ -193,6 +193,7 @@ def test_a_run_that_failed_before_any_unit_does_not_block_the_next(tmp_path):
     the next configuration instead of refusing it."""
     out = tmp_path / "run"
     out.mkdir()
+    (out / ".memkit-run").write_text('{"kind": "sweep"}\n')  # memkit marks --out before any write
     (out / "config.json").write_text(json.dumps({"data": "something else"}))
     (out / "results.jsonl").write_text('{"type": "canary", "unit": "x::S0"}\n')
     proc = _memkit("sweep", "--n", "1", "--summary-levels", "0", "--k", "1", "--deletion-modes", "",

@@ -125,6 +125,7 @@ def test_existing_results_need_resume_and_matching_config(small_run, tmp_path):
 def test_second_process_gets_a_lock_error(tmp_path):
     out = tmp_path / "locked"
     out.mkdir()
+    (out / ".memkit-run").write_text('{"kind": "sweep"}\n')  # a sweep marks its --out before it locks it
     with FileLock(str(out / ".lock")):
         with pytest.raises(SweepLockedError, match="another memkit sweep"):
             run_sweep(SweepConfig(n=1, summary_levels=[0], deletion_modes=[]), out, progress=False)

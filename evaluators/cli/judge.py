@@ -8,8 +8,6 @@ from typing import Any
 
 import typer
 
-from evaluators.judge_run import judge_run
-
 
 def register(app: typer.Typer) -> None:
     """Register ``memkit judge RUN_DIR --model SPEC`` on the ``memkit`` app."""
@@ -25,6 +23,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Re-score a run's answers with an LLM judge; write rule–judge agreement into
         metrics.json and the report."""
+        from evaluators.judge_run import judge_run
         from memkit.models import ModelSpecError, chat_model
 
         kw: dict[str, Any] = {}

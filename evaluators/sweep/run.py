@@ -7,7 +7,8 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,18 @@ def run_sweep(
             say(f"checking model {spec}")
             check_spec(spec, **kw)
     identity = config.identity()  # hashes the data file once
+    with _claimed(out):
+        return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
+                           use_cache, write_outputs, design_obj, cache_path, say)
+
+
+@contextmanager
+def _claimed(out: Path) -> Iterator[None]:
+    """``out`` marked as a sweep's and its lock held for the duration.
+
+    Raises:
+        SweepLockedError: another process holds the lock.
+    """
     claim_out_dir(out, "sweep")
     lock = FileLock(str(out / ".lock"))
     try:
@@ -125,8 +138,7 @@ def run_sweep(
             "wait for it or choose another --out"
         ) from exc
     try:
-        return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
-                           use_cache, write_outputs, design_obj, cache_path, say)
+        yield
     finally:
         lock.release()
 
@@ -149,20 +161,9 @@ def _run_target(config: SweepConfig, out: Path, *, resume: bool, progress: bool,
         say(f"checking model {config.model}")
         check_spec(config.model, **config.model_kwargs())
     identity = config.identity()
-    claim_out_dir(out, "sweep")
-    lock = FileLock(str(out / ".lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout as exc:
-        raise SweepLockedError(
-            f"another memkit sweep is writing to {out} (lock {out / '.lock'} is held); "
-            "wait for it or choose another --out"
-        ) from exc
-    try:
+    with _claimed(out):
         return _run_locked(config, out, instances, identity, resume, progress, None, None, use_cache,
                            write_outputs, None, cache_path, say, levels=levels)
-    finally:
-        lock.release()
 
 
 def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign], resolved: list[MemoryDesign],

@@ -22,9 +22,10 @@ memory objects have attached (:func:`evaluators.targets.stores.attach`):
   the user (checkpoint metadata ``user_id``, which LangGraph copies from the run's
   ``configurable``) and every thread memkit opened for them.
 
-A user's items are those in namespaces with a label equal to the user id (the
-namespace as a tuple: ``("memories", "7")`` is user ``7``'s, ``("orgs", "17")`` is
-not); a factory may say otherwise with ``namespace_for(user_id) -> prefix``. On an
+A user's items are those in the namespaces the user owns (:func:`graphs.forget.owner_rule`:
+namespaces compare as label tuples; ``(user_id,)`` or under ``("memories", user_id)``,
+so user ``7`` owns ``("memories", "7")`` but not ``("orgs", "7", "notes")``); a factory
+may say otherwise with ``namespace_for(user_id) -> prefix``. On an
 SQLite or PostgreSQL store memkit did not create, every item and thread of the
 audit's synthetic users is deleted again when the target closes.
 """
@@ -193,11 +194,12 @@ class AgentTarget(Target):
         return super().supports(operation)
 
     def _user_items(self, user_id: str) -> list[Any]:
-        """The user's items: under ``namespace_for(user_id)``, else in namespaces with a
-        label equal to the user id (module doc)."""
-        if self.namespace_for is not None:
-            return list(store_items(self.store, tuple(self.namespace_for(user_id))))
-        return [i for i in store_items(self.store) if user_id in tuple(i.namespace)]
+        """The user's items: in the namespaces :func:`graphs.forget.owner_rule` gives the
+        user (module doc)."""
+        from graphs.forget import owner_rule
+
+        owns = owner_rule(user_id, self.namespace_for)
+        return [i for i in store_items(self.store) if owns(tuple(i.namespace))]
 
     def forget_secret(self, secret: str, user_id: str) -> Any:
         """Forget ``secret`` of the user (module doc)."""

@@ -277,8 +277,13 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
 
     audit_conn = psycopg.connect(conninfo, autocommit=True)
     tables = [*surfaces_pg.STORE_TABLES, *surfaces_pg.SAVER_TABLES]
-    if pgdata is None:
-        pgdata = _local_data_directory(audit_conn)
+    from memkit.pg_residue import data_directory
+
+    try:
+        pgdata, why = data_directory(audit_conn, pgdata)
+    except BaseException:
+        audit_conn.close()
+        raise
 
     def rows(secrets: Sequence[str]) -> SurfaceScan:
         got = surfaces_pg.scan_rows(audit_conn, tables, secrets)
@@ -298,7 +303,7 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
                 cache[key] = surfaces_pg.scan_disk(audit_conn, pgdata, tables, secrets)
             got = cache[key][surface]
             if not got.readable:
-                return SurfaceScan(surface, "not_checked", reason=got.reason)
+                return SurfaceScan(surface, "not_checked", reason=why or got.reason)
             out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.partial) or None)
             for s, locs in got.hits.items():
                 for loc in locs:
@@ -332,20 +337,6 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     surfaces += [FunctionSurface(s, disk(s), "data directory bytes") for s in surfaces_pg.DISK_SURFACES]
     steps = {"vacuum": each("VACUUM"), "vacuum_full": each("VACUUM FULL"), "checkpoint_wal": checkpoint_wal}
     return Attached(surfaces=surfaces, steps=steps, closers=[audit_conn.close])
-
-
-def _local_data_directory(conn: Any) -> Path | None:
-    """The server's data directory when it is readable on this machine (``SHOW
-    data_directory`` needs superuser or ``pg_read_all_settings``), else ``None``."""
-    try:
-        shown = conn.execute("SHOW data_directory").fetchone()[0]
-    except Exception:  # noqa: BLE001 - no privilege: the disk surfaces are then not checked
-        return None
-    path = Path(shown)
-    try:
-        return path if (path / "PG_VERSION").is_file() else None
-    except OSError:
-        return None
 
 
 # --------------------------------------------------------------------------- attach
