@@ -221,7 +221,7 @@ def compute_metrics(
         if r["query_kind"] == "question":
             study = r.get("correct_study")
             key_grid.add_question(i, j, bool(r["correct"]), None if study is None else bool(study))
-        else:
+        elif r["query_kind"] == "probe":
             ext = r["extraction"]
             exposed = r.get("context_exposed", False)
             key_grid.add_probe(
@@ -420,7 +420,7 @@ def compute_metrics(
         )
         frs.append(row)
 
-    return {
+    out = {
         "n_instances": n,
         "ks": ks,
         "summary_levels": levels_S,
@@ -429,6 +429,11 @@ def compute_metrics(
         "frs": frs,
         "decomposition": decomposition,
     }
+    if any(r["query_kind"] in ("attack", "membership") for r in calls):
+        from evaluators.adversary.metrics import adversary_metrics
+
+        out["adversary"] = adversary_metrics(calls, qids, n_resamples=n_resamples, seed=seed)
+    return out
 
 
 def _none_last(x: Any) -> tuple[bool, Any]:

@@ -98,6 +98,8 @@ class AuditResult:
         metrics: :func:`evaluators.aggregate.compute_metrics` of the records.
         forensics: the ``forensics`` records of every scan (per user and phase; each
             surface's status lists the first locations of that user's copies).
+        adversary: the adversary's numbers (``metrics["adversary"]``,
+            :mod:`evaluators.adversary.metrics`); ``None`` when only the study's probes ran.
     """
 
     n: int
@@ -129,6 +131,19 @@ class AuditResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     forensics: list[dict[str, Any]] = field(default_factory=list)
+    adversary: dict[str, Any] | None = None
+
+    def strongest(self, phase: str = "main") -> float | None:
+        """The adversary's highest AER over its sets (any probe of a set) in ``phase``
+        (``main``, or ``forget``: the first forget); ``None`` without an adversary."""
+        rows = [s for s in (self.adversary or {}).get("settings", []) if s["phase"] == phase]
+        vals = [r["AER"] for s in rows[:1] for r in s["sets"] if r.get("AER") is not None]
+        return max(vals) if vals else None
+
+    def membership_auc(self, phase: str = "main") -> float | None:
+        """The membership AUC (combined signal) in ``phase``; ``None`` when not run."""
+        rows = [s for s in (self.adversary or {}).get("settings", []) if s["phase"] == phase and s.get("membership")]
+        return rows[0]["membership"]["signals"]["combined"]["AUC"] if rows else None
 
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
         """JSON-ready summary (rates rounded to 6 decimals); per-call records when asked."""
@@ -148,6 +163,7 @@ class AuditResult:
             "checkpoint_residue_kept_threads": self.checkpoint_residue_kept_threads,
             "canaries": self.canaries,
             **({"user_erasure": self.user_erasure} if self.user_erasure is not None else {}),
+            **({"adversary": self.adversary} if self.adversary is not None else {}),
         }
         if records:
             out["records"] = self.records
@@ -225,6 +241,11 @@ class AuditResult:
                           f"their turns, distinctive phrases): {_f(ue['remaining_fraction'])} of the "
                           f"fingerprint strings remain [{_f(ue['ci'][0])}, {_f(ue['ci'][1])}], by surface "
                           f"(strings, summed over users): {where}."]
+        if self.adversary:
+            from evaluators.adversary.report import adversary_markdown, adversary_sentences
+
+            lines += ["", *(f"- {x}" for x in adversary_sentences(self.adversary)), "",
+                      *adversary_markdown(self.adversary)]
         lines += [
             "",
             "PR: share of questions answered correctly by the default answer rule (LongMemEval's "
@@ -246,9 +267,11 @@ AUDIT_LOCATIONS = 20
 
 def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps: Sequence[str] = (),
                delete_threads: bool = False, seed: int = 0, kind: str = "token",
-               fingerprint_cap: int | None = None, unit: str = "audit") -> Any:
+               fingerprint_cap: int | None = None, unit: str = "audit", adversary: Any = None) -> Any:
     """The :class:`~evaluators.runner.UnitPlan` of an audit: every user in one unit at
-    the target's own k, a scan before the forget, one forget (``label``) in place.
+    the target's own k, a scan before the forget, one forget (``label``) in place;
+    ``adversary``: an :class:`evaluators.adversary.AdversaryPlan` (``None``: the
+    study's probes only).
 
     Raises:
         ValueError: an unknown ``forget_scope``.
@@ -260,7 +283,8 @@ def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps:
     deletions = (Deletion(label, scope=forget_scope, steps=tuple(steps), delete_threads=delete_threads),) \
         if forget else ()
     return UnitPlan(unit=unit, seed=seed, kind=kind, deletions=deletions, scan_before=True,
-                    fingerprint_cap=fingerprint_cap if forget_scope == "user" else None, locations=AUDIT_LOCATIONS)
+                    fingerprint_cap=fingerprint_cap if forget_scope == "user" else None, locations=AUDIT_LOCATIONS,
+                    adversary=adversary)
 
 
 def audit(
@@ -287,6 +311,10 @@ def audit(
     fingerprint_cap: int = 50,
     pgdata: str | Path | None = None,
     say: Callable[[str], None] | None = None,
+    probes: Any = None,
+    attack_budget: int = 0,
+    attacker_model: Any = None,
+    membership: bool = False,
 ) -> AuditResult:
     """Audit an agent's memory: PR, AER per level, every surface, and FRS after a forget.
 
@@ -324,6 +352,12 @@ def audit(
             fingerprint, at most ``fingerprint_cap`` phrases).
         pgdata: a PostgreSQL store's data directory, when the server cannot say it.
         say: called with a line as each phase starts (progress).
+        probes: probes beyond the study's (``"library"``, a probe file, a list of
+            probes; :func:`evaluators.adversary.resolve_probes`).
+        attack_budget: the adaptive attacker's queries per user (0: none).
+        attacker_model: a chat model spec or object that plans the adaptive queries
+            (default: the seeded policy).
+        membership: run membership inference (AUC, TPR at 1% FPR).
 
     Returns:
         :class:`AuditResult` (``.report`` is markdown, ``.to_dict()`` JSON-ready).
@@ -331,15 +365,20 @@ def audit(
     Raises:
         TypeError: an agent, feed or forget that does not match its signature
             (checked before anything is fed); options that do not apply to a Target.
-        ValueError: bad ``n``, ``data`` or ``forget_scope``; a forget the target lacks
-            is reported n/a, not raised.
+        ValueError: bad ``n``, ``data``, ``forget_scope`` or adversary options
+            (:class:`evaluators.adversary.ProbeError` for a bad probe); a forget the
+            target lacks is reported n/a, not raised.
         memkit.dataset.canaries.CanaryError: an instance without an eligible turn.
     """
+    from evaluators.adversary import adversary_plan
     from evaluators.targets.agent import as_target
 
     callable_forget = forget if callable(forget) and not isinstance(forget, bool) else None
+    adversary = adversary_plan(probes, budget=attack_budget, attacker_model=attacker_model, membership=membership,
+                               kind=kind)
     plan = audit_plan(forget=bool(forget) or (forget_scope == "user" and forget_mode is not None), label="?", forget_scope=forget_scope, steps=forget_steps,
-                      delete_threads=delete_threads, seed=seed, kind=kind, fingerprint_cap=fingerprint_cap)
+                      delete_threads=delete_threads, seed=seed, kind=kind, fingerprint_cap=fingerprint_cap,
+                      adversary=adversary)
     instances = load_audit_instances(data, n, seed, synthetic_sessions=synthetic_sessions,
                                      synthetic_turns=synthetic_turns)
     if not instances:
@@ -382,6 +421,11 @@ def run_audit(target: Any, instances: Sequence[Any], plan: Any, *, data: Any = "
 
     label = target.forget_label
     plan = replace(plan, deletions=tuple(replace(d, mode=label) for d in plan.deletions))
+    if plan.adversary is not None and say is not None:
+        from evaluators.adversary import cost_text
+
+        after = len(plan.deletions) if plan.adversary.after_forget else 0
+        say(f"{len(instances)} users; " + cost_text(plan.adversary, len(plan.ks), 1 + after))
     run = run_unit(target, instances, plan, say=say)
     for i, rec in enumerate(run.records):
         validate_record(rec, f"audit record {i}")
@@ -400,6 +444,7 @@ def _result(run: Any, metrics: dict[str, Any], plan: Any, target: Any, data: Any
         aer={**{lv: row[f"AER_{lv}"] for lv in LEVELS}, "max": row["AER_max"]}, aer_ci=tuple(row["AER_max_ci"]),
         canaries=canaries, records=[r for r in run.records if r["type"] == "call"], metrics=metrics,
         forensics=[r for r in run.records if r["type"] == "forensics"],
+        adversary=metrics.get("adversary"),
     )
     if plan.deletions:
         d = plan.deletions[0]

@@ -354,16 +354,14 @@ def memory_privacy(data: str = "synthetic", n: int = 4, seed: int = 0, design: s
         ValueError: a bad option (one line naming it), before any model call.
     """
     from evaluators.agents import load_audit_instances
-    from evaluators.runner import probe_queries
-    from memkit.dataset.canaries import plant
+    from evaluators.runner import plant_units, probe_queries
 
     _check(design, S, k, deletion, scope, probes, summarizer, n_resamples, concurrency)
     seed_tiktoken()
     instances = load_audit_instances(data, n, seed)
     probe_set = [{"level": lv, "template_id": tid, "text": text} for lv, tid, text in probe_queries(probes)]
     samples = []
-    for inst in instances:
-        _, canary = plant(inst, seed, kind=probes)
+    for inst, (_, canary) in zip(instances, plant_units(instances, seed, probes), strict=True):
         samples.append(Sample(
             id=inst.question_id, input=inst.question, target=inst.answer_text,
             metadata={"question_id": inst.question_id, "question_type": inst.question_type,

@@ -458,6 +458,10 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
+    if metrics.get("adversary"):
+        from evaluators.adversary.report import adversary_sentences
+
+        notes += adversary_sentences(metrics["adversary"])
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)
     synthetic = config.get("data") == "synthetic"
     on_data = " on synthetic data" if synthetic else ""
@@ -481,6 +485,16 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
             md += [f"- {x}" for x in notes + ([canary] if canary else [])] + [""]
         if title.startswith("Instances with a forensic copy") and "disk_hnsw" in header:
             md += [_HNSW_NOTE, ""]
+    adversary = metrics.get("adversary")
+    if adversary:
+        from evaluators.adversary.report import (
+            adversary_figures,
+            adversary_html,
+            adversary_markdown,
+        )
+
+        adv_figures = adversary_figures(metrics, out)
+        md += adversary_markdown(adversary, adv_figures)
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     md += [_FIGURES_NOTE, ""]
     md += ["## Configuration", "", md_table(["option", "value"], cfg_rows), "",
@@ -507,6 +521,8 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
             parts += ["<h2>What to know before citing this run</h2><ul>"]
             parts += [f"<li>{html_inline(x)}</li>" for x in notes + ([canary] if canary else [])]
             parts += ["</ul>"]
+    if adversary:
+        parts += adversary_html(adversary, adv_figures)
     parts += ["<h2>Figures</h2>"] + [f"<img src='{f}' alt='{f}'>" for f in figures]
     parts += [f"<p class='legend'>{html_inline(_FIGURES_NOTE)}</p>"]
     parts += ["<h2>Configuration</h2>", html_table(["option", "value"], cfg_rows), "</body></html>"]

@@ -27,6 +27,11 @@ those only, ``residue:-disk_pg_wal`` on every surface but the WAL (which keeps c
 after any deletion). ``vacuous`` fails a run whose forget had nothing to remove (no
 probe extracted a canary before it and no surface held one).
 
+``--probes``, ``--attack-budget``, ``--attacker-model`` and ``--membership`` (all at
+once: ``--adversary``) add the adversary beyond the study's probes
+(:mod:`evaluators.adversary`); its numbers gate as ``aer_adversary``,
+``aer_adversary_after`` and ``membership_auc``.
+
 ``--json`` prints the result as JSON instead of the markdown report; ``--junit FILE``
 writes JUnit XML (one test case per ``--fail-on`` condition, the report as
 ``system-out``) that CI systems display; ``--sarif FILE`` writes SARIF 2.1.0 (one
@@ -82,6 +87,15 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", help="Let other libraries' warnings and log lines through."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
         matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
+        probes: list[str] = typer.Option([], "--probes", help="Probes beyond the study's nine (repeatable): "
+                                         "'library' (memkit's probe library) or a JSON probe file."),
+        attack_budget: int = typer.Option(None, "--attack-budget", help="Adaptive attacker's queries per user "
+                                          "(default 0: none; 30 with --adversary)."),
+        attacker_model: str = typer.Option(None, "--attacker-model", help="Chat model spec that plans the adaptive "
+                                           "queries (default: the seeded policy)."),
+        membership: bool = typer.Option(False, "--membership", help="Membership inference (AUC, TPR at 1% FPR)."),
+        adversary: bool = typer.Option(False, "--adversary", help="All of it: --probes library --attack-budget 30 "
+                                       "--membership."),
         out: Path = typer.Option(None, help="--matrix: also write the table (markdown) and JSON beside it."),
     ) -> None:
         """Audit a memory system: PR, AER before/after the forget, copies left on every surface."""
@@ -97,6 +111,12 @@ def register(app: typer.Typer) -> None:
             if matrix and (sarif or baseline):
                 raise InputError("--sarif and --baseline apply to one target, not --matrix")
             snapshot = load_baseline(baseline) if baseline is not None else None
+            from evaluators.adversary.run import plan_from_options
+
+            adv = plan_from_options(probes, attack_budget, attacker_model, membership, adversary, kind=kind)
+            if adv is not None and matrix:
+                raise ValueError("--matrix runs the study's probes only; leave out --probes, --attack-budget, "
+                                 "--membership and --adversary")
         except (ValueError, InputError) as exc:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -112,7 +132,7 @@ def register(app: typer.Typer) -> None:
             t0 = time.perf_counter()
             result = run_target(target, options=options, mode=mode or "full_purge", forget_scope=forget_scope,
                                 steps=step, delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
-                                n_resamples=n_resamples, say=say, mode_given=mode is not None)
+                                n_resamples=n_resamples, say=say, mode_given=mode is not None, adversary=adv)
         except KeyboardInterrupt:
             typer.echo(f"\nmemkit audit: interrupted while {phase[-1] if phase else 'starting'}; nothing was "
                        "written (a target memkit built was removed; rerun the same command to start over)", err=True)

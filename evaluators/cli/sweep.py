@@ -45,7 +45,8 @@ def _int_list(text: str, name: str) -> list[int]:
 
 _OPTION_NAMES = {"ks": "--k", "n": "--n", "summary_levels": "--summary-levels", "data": "--data",
                  "deletion_modes": "--deletion-modes", "workers": "--workers",
-                 "n_resamples": "--n-resamples", "max_tokens": "--max-tokens"}
+                 "n_resamples": "--n-resamples", "max_tokens": "--max-tokens", "probes": "--probes",
+                 "attack_budget": "--attack-budget", "attacker_model": "--attacker-model"}
 
 
 def _n_option(text: str) -> int | None:
@@ -110,6 +111,16 @@ def register(app: typer.Typer) -> None:
         pg_uri: str | None = typer.Option(
             None, "--pg-uri", help="--target backend postgres: the server (default: a temporary one)."),
         pgdata: Path | None = typer.Option(None, "--pgdata", help="--target: the PostgreSQL data directory, if local."),
+        probes: list[str] = typer.Option([], "--probes", help="Probes beyond the study's nine (repeatable): "
+                                         "'library' (memkit's probe library) or a JSON probe file."),
+        attack_budget: int | None = typer.Option(None, "--attack-budget", help="Adaptive attacker's queries per "
+                                                 "user, phase and k (default 0: none; 30 with --adversary)."),
+        attacker_model: str | None = typer.Option(None, "--attacker-model", help="Chat model spec that plans the "
+                                                  "adaptive queries (default: the seeded policy)."),
+        membership: bool = typer.Option(False, "--membership", help="Membership inference before and after each "
+                                        "forget (AUC, TPR at 1% FPR)."),
+        adversary: bool = typer.Option(False, "--adversary", help="All of it: --probes library --attack-budget 30 "
+                                       "--membership."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
         from memkit.dataset.longmemeval import LongMemEvalError
@@ -118,6 +129,12 @@ def register(app: typer.Typer) -> None:
         try:
             ks = _int_list(k, "--k")
             levels = _int_list(summary_levels, "--summary-levels")
+            if adversary:
+                from evaluators.adversary.run import ADVERSARY_DEFAULTS
+
+                probes = list(probes) or ADVERSARY_DEFAULTS["probes"]
+                attack_budget = ADVERSARY_DEFAULTS["attack_budget"] if attack_budget is None else attack_budget
+                membership = True
         except _OptionError as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -145,7 +162,13 @@ def register(app: typer.Typer) -> None:
                 target=target,
                 target_options={k: str(v) for k, v in {"backend": backend, "pg_uri": pg_uri,
                                                        "pgdata": pgdata}.items() if v is not None},
+                probes=list(probes),
+                attack_budget=attack_budget or 0,
+                attacker_model=attacker_model,
+                membership=membership,
             )
+            if attacker_model is not None and not attack_budget:
+                raise _OptionError("--attacker-model plans the adaptive attack: give --attack-budget too")
             if target is not None and design:
                 raise _OptionError("--target and --design: give one (a target is the memory system itself)")
             if target is None and (backend or pg_uri or pgdata):

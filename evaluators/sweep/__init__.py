@@ -31,7 +31,8 @@ Output directory (``--out``):
     one ``{"type": "call", ...}`` record per scored call: ``design``, ``unit``, ``question_id``,
     ``question_type``, ``S``, ``k``, ``phase`` (``main``/``forget``), ``mode``,
     ``tier`` (retrieval tier restriction in the residue phase; ``null`` = the
-    design's tiers), ``query_kind`` (``question``/``probe``), ``level``,
+    design's tiers), ``query_kind`` (``question``/``probe``; ``attack``/``membership``
+    with the adversary, :mod:`evaluators.adversary.run`), ``level``,
     ``template_id``, ``query``, ``response``, ``expected``, ``correct``,
     ``extraction`` (exact / normalized / partial), ``context_exposed`` (canary in
     the retrieved context), ``retrieved_ids``, ``retrieved_tiers``, ``latency_s``

@@ -73,6 +73,12 @@ class SweepConfig(BaseModel):
         target_options: keyword options for the target's factory (``backend``,
             ``pg_uri`` ...), JSON values only; ``pg_uri`` and ``pgdata`` are not part of
             the identity (nor written to ``config.json``).
+        probes: probe sets beyond the study's (``library``, probe files;
+            :func:`evaluators.adversary.resolve_probes`); a file's SHA-256 is part of
+            the identity. attack_budget: the adaptive attacker's queries per user.
+        attacker_model: a chat model spec that plans the adaptive queries (``None``:
+            the seeded policy). membership: run membership inference. With none of
+            them set, a run's records and identity are those of a run before them.
     """
 
     data: str = "synthetic"
@@ -99,6 +105,10 @@ class SweepConfig(BaseModel):
     redact_hypotheses: bool = False
     target: str | None = None
     target_options: dict[str, Any] = Field(default_factory=dict)
+    probes: list[str] = Field(default_factory=list)
+    attack_budget: int = Field(0, ge=0)
+    attacker_model: str | None = None
+    membership: bool = False
 
     @field_validator("executor")
     @classmethod
@@ -174,9 +184,42 @@ class SweepConfig(BaseModel):
             # where the database lives changes no result (each unit has a schema of its
             # own) and a connection string may hold a password: never written
             ident["target_options"] = {k: v for k, v in self.target_options.items() if k not in ("pg_uri", "pgdata")}
+        for key, default in (("probes", []), ("attack_budget", 0), ("attacker_model", None), ("membership", False)):
+            if ident.get(key) == default:
+                ident.pop(key, None)  # a run without the adversary keeps its identity
+        files = [p for p in self.probes if p not in ("library", "study")]
+        if files:
+            ident["probes_sha256"] = {p: _file_sha256(p) for p in files}
         if self.data != "synthetic":
             ident["data_sha256"] = _file_sha256(self.data)
         return ident
+
+    def adversary(self) -> Any:
+        """The :class:`evaluators.adversary.AdversaryPlan` of ``probes``,
+        ``attack_budget``, ``attacker_model`` and ``membership`` (token canaries), or
+        ``None`` when none is set.
+
+        Raises:
+            ValueError: a bad probe file or option (named).
+        """
+        from evaluators.adversary import adversary_plan
+
+        return adversary_plan(self.probes or None, budget=self.attack_budget, attacker_model=self.attacker_model,
+                              membership=self.membership)
+
+    @field_validator("probes")
+    @classmethod
+    def _probes(cls, v: list[str]) -> list[str]:
+        out = []
+        for spec in v:
+            if spec in ("library", "study"):
+                out.append(spec)
+                continue
+            p = Path(spec).expanduser()
+            if not p.is_file():
+                raise ValueError(f"{spec}: no such probe file (give 'library' or a JSON probe file)")
+            out.append(str(p.resolve()))
+        return out
 
     @field_validator("data")
     @classmethod

@@ -67,7 +67,7 @@ def target_unit(config: SweepConfig, instance: Instance, S: int | None, unit: st
             deletions = (Deletion(target.forget_label),) if config.deletion_modes else ()
         plan = UnitPlan(unit=unit, seed=config.seed, S=S,
                         ks=tuple(config.ks) if target.takes_k else (None,),
-                        deletions=deletions, overall_probes=not target.tiers)
+                        deletions=deletions, overall_probes=not target.tiers, adversary=config.adversary())
         run = run_unit(target, [instance], plan)
         counts = {**target.usage(), "tokens": {p: by_model for p, by_model in run.tokens.items() if by_model}}
     finally:

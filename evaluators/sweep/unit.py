@@ -69,7 +69,7 @@ def run_sweep_unit(
     plan = UnitPlan(
         unit=unit, seed=config.seed, S=S, ks=tuple(config.ks), tiers=design.tiers_for(S),
         deletions=tuple(Deletion(mode, on_copy=True) for mode in config.deletion_modes),
-        overall_probes=False,
+        overall_probes=False, adversary=config.adversary(),
         keep_dir=Path(stores_dir) / safe_dir_name(instance.question_id) / f"S{S}" if stores_dir else None,
     )
     try:

@@ -45,7 +45,7 @@ from evaluators.agents import (
     check_callable,
     has_messages_channel,
 )
-from evaluators.targets.base import Answer, NotApplicable, Query, Target
+from evaluators.targets.base import Answer, NotApplicable, Query, Recalled, Target
 from evaluators.targets.stores import attach, store_items
 
 __all__ = ["AgentTarget", "as_target"]
@@ -236,6 +236,21 @@ class AgentTarget(Target):
         if self.savers:
             self.delete_threads(user_id)
         return len(doomed)
+
+    def memories(self, user_id: str) -> list[Recalled] | None:
+        """The user's items of a ``BaseStore`` (text: a ``content`` string value, else
+        the value as JSON); ``None`` for other stores."""
+        if not _is_base_store(self.store) or _is_memkit_store(self.store):
+            return None
+        import json
+
+        out = []
+        for item in self._user_items(user_id):
+            value = item.value
+            text = value.get("content") if isinstance(value, dict) and isinstance(value.get("content"), str) \
+                else json.dumps(value, ensure_ascii=False, default=str)
+            out.append(Recalled("/".join([*item.namespace, str(item.key)]), None, text))
+        return out
 
     def threads_of(self, user_id: str) -> set[str]:
         """Every thread of the user: the checkpointers' (metadata ``user_id``) and those

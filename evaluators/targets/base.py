@@ -338,6 +338,12 @@ class Target(ABC):
         """The surfaces the system keeps (default none)."""
         return []
 
+    def memories(self, user_id: str) -> list[Recalled] | None:
+        """The records the system stores for ``user_id`` (raw turns, summaries, facts),
+        as its recall would return them; ``None`` when it cannot list them (the
+        default: memory extraction then counts the user turns fed in)."""
+        return None
+
     def deletion_steps(self) -> dict[str, Callable[[], Any]]:
         """Deletion steps beyond the API delete, by name, in the order they apply
         (default none); the runner runs the ones asked for after the forget."""

@@ -23,8 +23,11 @@ __all__ = ["METRICS", "Condition", "evaluate", "junit_xml", "parse_condition", "
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
         "!=": operator.ne}
-METRICS = ("aer_max", "aer_after_max", "pr", "pr_after", "frs_worst", "residue_users")
-"""Metrics a ``--fail-on`` condition may compare."""
+METRICS = ("aer_max", "aer_after_max", "pr", "pr_after", "frs_worst", "residue_users", "aer_adversary",
+           "aer_adversary_after", "membership_auc")
+"""Metrics a ``--fail-on`` condition may compare (``aer_adversary``: the adversary's
+strongest set before the forget, ``_after`` after it; ``membership_auc``: the membership
+AUC before the forget; n/a without ``--probes``/``--attack-budget``/``--membership``)."""
 _COND = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([-+]?\d+(?:\.\d*)?|\.\d+)\s*$")
 _SURFACE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -85,6 +88,12 @@ def _metric(result: Any, name: str) -> float | None:
         return result.pr_after
     if name == "frs_worst":
         return None if result.frs is None else result.frs.get("worst")
+    if name == "aer_adversary":
+        return result.strongest("main")
+    if name == "aer_adversary_after":
+        return result.strongest("forget")
+    if name == "membership_auc":
+        return result.membership_auc("main")
     if name == "residue_users":
         vals = [v for v in (result.residue or {}).values() if v is not None]
         return float(max(vals)) if vals else None
@@ -191,13 +200,14 @@ def junit_xml(target: str, verdicts: Sequence[tuple[Condition, bool, str]], repo
 
 def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope: str, steps: Sequence[str],
                delete_threads: bool, n: int, seed: int, data: str, kind: str, n_resamples: int,
-               say: Any = None, mode_given: bool = False) -> Any:
+               say: Any = None, mode_given: bool = False, adversary: Any = None) -> Any:
     """Load ``spec`` (:func:`evaluators.targets.base.load_target`), make it a target
     (:func:`evaluators.targets.agent.as_target`: a Target, a graph, a mapping
     ``{"agent", "store", "checkpointer", ...}`` or a tuple) and audit it.
 
     ``mode_given``: the user chose ``mode``; a target it cannot apply to (one that
-    forgets through its own API) is refused before any work.
+    forgets through its own API) is refused before any work. ``adversary``: an
+    :class:`evaluators.adversary.AdversaryPlan` (``None``: the study's probes only).
 
     Returns:
         The :class:`~evaluators.audit.AuditResult`.
@@ -221,10 +231,10 @@ def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope
             return run_target(spec, options={**options, "pg_uri": server.get_uri(), "pgdata": root}, mode=mode,
                               forget_scope=forget_scope, steps=steps, delete_threads=delete_threads, n=n,
                               seed=seed, data=data, kind=kind, n_resamples=n_resamples, say=say,
-                              mode_given=mode_given)
+                              mode_given=mode_given, adversary=adversary)
     instances = load_audit_instances(data, n, seed)
     plan = audit_plan(forget=mode != "none", label="?", forget_scope=forget_scope, steps=steps,
-                      delete_threads=delete_threads, seed=seed, kind=kind)
+                      delete_threads=delete_threads, seed=seed, kind=kind, adversary=adversary)
     if say:
         say(f"building target {spec}")
     made = load_target(spec, mode=mode, **options)
