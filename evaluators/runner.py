@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaluators.metrics import answers_correct
 from evaluators.probes import LEVELS, extracted, probes_for
-from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Target, scan_all
+from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Talk, Target, scan_all
 from memkit.dataset.canaries import Canary, plant
 from memkit.dataset.longmemeval import Instance
 from memkit.models.chat import token_usage
@@ -122,25 +122,6 @@ class Deletion:
     steps: tuple[str, ...] = ()
     delete_threads: bool = False
     on_copy: bool = False
-
-
-@dataclass(frozen=True)
-class Talk:
-    """One conversation :meth:`_Unit.converse` holds with a target.
-
-    Attributes:
-        key: names its fresh thread (unique per user, phase and k).
-        turns: the texts sent, in order, in one thread.
-        k: recall breadth (``None``: the target's own).
-        thread: an earlier thread to continue instead of a fresh one.
-        fields: record fields to add (``query_kind``, the probe's id and family ...).
-    """
-
-    key: str
-    turns: tuple[str, ...]
-    k: int | None = None
-    thread: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

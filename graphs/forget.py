@@ -754,15 +754,3 @@ def build_forget_graph(
         source = "route" if step is None else step
         graph.add_conditional_edges(source, next_after(step), sorted(targets))
     return graph.compile(name="memkit-forget")
-
-
-_SERVED = ("default_forget_graph", "forget_graph")
-
-
-def __getattr__(name: str) -> Any:
-    # The langgraph.json factories and the default store live in graphs/server.py.
-    if name in _SERVED:
-        from graphs import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

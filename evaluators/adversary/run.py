@@ -291,7 +291,7 @@ class _Ctx:
 
     def talk(self, key: str, turns: Sequence[str], k: int | None, fields: dict[str, Any],
              thread: str | None = None) -> Any:
-        from evaluators.runner import Talk
+        from evaluators.targets.base import Talk
 
         unit = self.adv.unit
         thread = thread or unit.thread(self.phase, self.mode, None, unit.users[self.i], key, k)

@@ -86,13 +86,3 @@ __all__ = [
     "sum_tokens",
     "write_outputs_for",
 ]
-
-
-def __getattr__(name: str):
-    # ``register_cli`` moved to the command layer (evaluators/cli/sweep.py); imported
-    # lazily so that importing the sweep library does not import typer.
-    if name == "register_cli":
-        from evaluators.cli.sweep import register
-
-        return register
-    raise AttributeError(f"module 'evaluators.sweep' has no attribute {name!r}")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from graphs.forget import DELETION_MODES
-from memkit.dataset.longmemeval import Instance, load, sample
-from memkit.dataset.synthetic import synthetic
+from memkit.dataset.draw import draw_instances
+from memkit.dataset.longmemeval import Instance
 
 DEFAULT_KS = (1, 3, 6, 10, 25)
 RESULTS = "results.jsonl"
@@ -246,33 +245,15 @@ def _file_sha256(path: str) -> str:
 
 
 def load_instances(config: SweepConfig) -> list[Instance]:
-    """The sweep's instances: ``n`` synthetic ones, or a seeded stratified sample of a file.
-
-    ``n=None``, or ``n`` larger than the file, takes every instance of the file (the
-    latter with a warning).
+    """The sweep's instances (:func:`memkit.dataset.draw.draw_instances` with the
+    config's data, ``n``, seed and synthetic sizes).
 
     Raises:
         memkit.dataset.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
         ValueError: ``n=None`` with synthetic data.
     """
-    if config.data == "synthetic":
-        if config.n is None:
-            raise ValueError("--n all needs --data FILE; synthetic data takes a number")
-        size = {
-            "sessions_per_instance": _size(config.synthetic_sessions),
-            "turns_per_session": _size(config.synthetic_turns),
-        }
-        return synthetic(config.n, config.seed, **size)
-    instances = load(config.data)
-    if config.n is not None and config.n > len(instances):
-        warnings.warn(
-            f"--n {config.n} exceeds the {len(instances)} instances in {config.data}: "
-            f"taking all {len(instances)}",
-            stacklevel=2,
-        )
-    if config.n is None or config.n >= len(instances):
-        return list(instances)
-    return sample(instances, config.n, config.seed, stratify=True)
+    return draw_instances(config.data, config.n, config.seed, sessions=_size(config.synthetic_sessions),
+                          turns=_size(config.synthetic_turns))
 
 
 def _size(v: int | list[int]) -> int | tuple[int, int]:

@@ -43,6 +43,7 @@ __all__ = [
     "Recalled",
     "Surface",
     "SurfaceScan",
+    "Talk",
     "Target",
     "copies_in",
     "load_target",
@@ -217,6 +218,26 @@ class Query:
     thread_id: str
     k: int | None = None
     tiers: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Talk:
+    """One conversation the runner holds with a target (:mod:`evaluators.runner`): several
+    turns in one thread.
+
+    Attributes:
+        key: names its fresh thread (unique per user, phase and k).
+        turns: the texts sent, in order, in one thread.
+        k: recall breadth (``None``: the target's own).
+        thread: an earlier thread to continue instead of a fresh one.
+        fields: record fields to add (``query_kind``, the probe's id and family ...).
+    """
+
+    key: str
+    turns: tuple[str, ...]
+    k: int | None = None
+    thread: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
