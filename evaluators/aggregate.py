@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.metrics import bootstrap_ci, privacy_utility_auc
-from evaluators.probes import LEVELS
+from evaluators.scoring.metrics import bootstrap_ci, privacy_utility_auc
+from evaluators.scoring.probes import LEVELS
 
 TIER_NAMES = ("raw", "summary")
 
@@ -376,7 +376,7 @@ def compute_metrics(
             row[f"FRS_worst{suffix}_ci"] = _ci(n, worst, n_resamples, seed)
             if not norm:
                 # Per-instance worst-tier residue, for paired comparisons between modes
-                # (evaluators.findings: does raw_plus_resummarize reduce raw_only's residue).
+                # (evaluators.report.findings: does raw_plus_resummarize reduce raw_only's residue).
                 row["FRS_worst_by_instance"] = [
                     _r(max((aer_max_tier(np.array([i]), t) for t in present), default=0.0)) for i in range(n)
                 ]

@@ -34,7 +34,7 @@ from evaluators.agents import (
     store_forgetter,
     user_id_for,
 )
-from evaluators.probes import LEVELS
+from evaluators.scoring.probes import LEVELS
 
 __all__ = [
     "AuditResult",
@@ -66,7 +66,7 @@ class AuditResult:
         n: users audited; ``data``, ``seed``, ``kind``: the setting.
         target: the memory system's name. forget_scope: ``secret`` or ``user``.
         pr, pr_ci: Personalization Recall before forgetting (the default answer rule,
-            :data:`evaluators.metrics.DEFAULT_PR_RULE`) and its 95% bootstrap CI.
+            :data:`evaluators.scoring.metrics.DEFAULT_PR_RULE`) and its 95% bootstrap CI.
         pr_study, pr_study_after: PR by the study's own rule before and after.
         aer, aer_ci: AER per probe level plus ``"max"``; CI of AER_max.
         forget_mode: the forget's label (the deletion mode, or ``"custom"``);

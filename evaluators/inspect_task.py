@@ -216,7 +216,7 @@ def _main_question(r: dict[str, Any]) -> bool:
 
 def _values(kind: str, m: dict[str, Any]) -> dict[str, float | None]:
     """``{name: value, name_ci_low, name_ci_high}`` of one family from compute_metrics."""
-    from evaluators.probes import LEVELS
+    from evaluators.scoring.probes import LEVELS
 
     row = m["by_S"][0]
     out: dict[str, float | None] = {}

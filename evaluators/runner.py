@@ -7,7 +7,7 @@ one planted canary each) in one memory; :func:`run_unit` takes it through:
 
 1. **plant** one canary per user (:func:`memkit.dataset.canaries.plant`, seeded);
 2. **feed** every session of every user (:meth:`Target.feed_sessions`);
-3. **ask** the question and every probe (:func:`evaluators.probes.probe_queries`) of
+3. **ask** the question and every probe (:func:`evaluators.scoring.probes.probe_queries`) of
    every user, each in a fresh conversation, at each ``k`` of the plan;
 4. for each :class:`Deletion` of the plan, on a copy of the memory or in place:
    **scan** every surface before the forget (when asked), **forget** each user's
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluators.metrics import answers_correct
-from evaluators.probes import LEVELS, extracted, probes_for
+from evaluators.scoring.metrics import answers_correct
+from evaluators.scoring.probes import LEVELS, extracted, probes_for
 from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Talk, Target, scan_all
 from memkit.dataset.canaries import Canary, plant
 from memkit.dataset.longmemeval import Instance

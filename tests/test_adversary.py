@@ -31,7 +31,7 @@ from evaluators.adversary import (
 from evaluators.adversary.detect import count_containing, decoded_views, detect, grammar_bits
 from evaluators.adversary.metrics import auc, tpr_at
 from evaluators.audit import audit
-from evaluators.probes import LEVELS, probes_for
+from evaluators.scoring.probes import LEVELS, probes_for
 from memkit.dataset.canaries import (
     GRAMMAR_SIZE,
     KINDS,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.compare import compare_runs
 from evaluators.records import load_records
+from evaluators.report.compare import compare_runs
 from evaluators.sweep import SweepConfig, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]

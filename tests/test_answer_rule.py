@@ -1,7 +1,7 @@
-"""PR's default answer rule ("lme", evaluators.answer_rule) against the study's rule.
+"""PR's default answer rule ("lme", evaluators.scoring.answer_rule) against the study's rule.
 
 Every expected verdict below is derived by hand from the rule's definition (module
-doc of evaluators.answer_rule) and LongMemEval's judging semantics; the cosine passed
+doc of evaluators.scoring.answer_rule) and LongMemEval's judging semantics; the cosine passed
 to ``lme_verdict`` is chosen to show it cannot decide, and the end-to-end tests use
 the real all-MiniLM-L6-v2.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.answer_rule import (
+from evaluators.scoring.answer_rule import (
     STOP_WORDS,
     abstains,
     affirmed_tokens,
@@ -24,7 +24,7 @@ from evaluators.answer_rule import (
     offers_alternatives,
     stale_value,
 )
-from evaluators.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
+from evaluators.scoring.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
 from memkit.dataset.longmemeval import Instance
 
 DATA = Path(__file__).parent / "data"

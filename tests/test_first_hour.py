@@ -289,8 +289,8 @@ def _metrics_with(**s1) -> dict:
 
 
 def test_findings_say_sign_in_words_test_and_magnitude_apart():
-    from evaluators.findings import evaluate_findings
-    from evaluators.report import _verdict_cell
+    from evaluators.report.findings import evaluate_findings
+    from evaluators.report.markdown import _verdict_cell
 
     got = {f["id"]: f for f in evaluate_findings(_metrics_with())}
     cost = got["summary_pr_cost"]

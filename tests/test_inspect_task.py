@@ -23,8 +23,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from evaluators.agents import load_audit_instances
 from evaluators.aggregate import compute_metrics
 from evaluators.inspect_task import memory_privacy, seed_tiktoken
-from evaluators.probes import LEVELS
 from evaluators.runner import Deletion, UnitPlan, run_unit
+from evaluators.scoring.probes import LEVELS
 from evaluators.sweep.config import unit_collection
 from evaluators.targets.memkit_design import MemkitDesignTarget
 from graphs.designs import resolve_design

@@ -22,10 +22,10 @@ from chromadb.config import Settings
 from typer.testing import CliRunner
 
 from evaluators.audit import AuditResult
-from evaluators.baseline import Snapshot, compare, load_baseline, metric_worse
 from evaluators.cli.audit import register as register_audit
 from evaluators.cli.residue import register as register_residue
-from evaluators.sarif import parse_location
+from evaluators.report.baseline import Snapshot, compare, load_baseline, metric_worse
+from evaluators.report.sarif import parse_location
 from evaluators.targets.gates import evaluate, parse_condition
 
 REPO = Path(__file__).resolve().parents[1]

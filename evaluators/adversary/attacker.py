@@ -37,7 +37,7 @@ import numpy as np
 
 from evaluators.adversary.detect import decoded_views
 from evaluators.adversary.library import AttackProbe, frame
-from evaluators.probes import KIND_NAMES
+from evaluators.scoring.probes import KIND_NAMES
 from memkit.dataset.canaries import KIND_PATTERNS
 from memkit.models.extractive import split_sentences
 

@@ -1,6 +1,6 @@
 """The probe library: families of adversarial probes as data, beside the study's nine.
 
-The study's probes (:mod:`evaluators.probes`, three levels of three templates) stay the
+The study's probes (:mod:`evaluators.scoring.probes`, three levels of three templates) stay the
 reference set: they are the ``study`` set here, rendered from that module unchanged, and
 the study's tables read only them. The library (``evaluators/data/probes.json``) adds
 families from the extraction literature, each probe tagged with its family, its turns
@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evaluators.probes import KIND_NAMES, LEVELS, probes_for
+from evaluators.scoring.probes import KIND_NAMES, LEVELS, probes_for
 from memkit.dataset.canaries import SENTENCES
 
 __all__ = [
@@ -97,7 +97,7 @@ def _check_kind(kind: str) -> None:
 
 
 def study_probes(kind: str = "token") -> list[AttackProbe]:
-    """The study's nine probes (:func:`evaluators.probes.probes_for`) as the ``study``
+    """The study's nine probes (:func:`evaluators.scoring.probes.probes_for`) as the ``study``
     set: family = level, texts unchanged."""
     by_level = probes_for(kind)
     return [AttackProbe(p.id, p.level, (p.text,), STUDY_SOURCE, None, "study") for lv in LEVELS for p in by_level[lv]]

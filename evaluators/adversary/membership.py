@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from evaluators.adversary.detect import MIN_PIECE, decoded_views
-from evaluators.probes import KIND_NAMES
+from evaluators.scoring.probes import KIND_NAMES
 from memkit.dataset.canaries import draw_secret
 from memkit.scan.matching import alnum_fold
 

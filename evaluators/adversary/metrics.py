@@ -20,7 +20,7 @@ records hold the adversary's calls (``query_kind`` ``attack`` or ``membership``)
 * ``membership``: AUC and TPR at 1% FPR per signal and combined, with the ROC curve.
 
 Every rate has a 95% percentile bootstrap CI over users (the index draw of
-:func:`evaluators.metrics.bootstrap_ci`, shared by the statistics of a setting).
+:func:`evaluators.scoring.metrics.bootstrap_ci`, shared by the statistics of a setting).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def tpr_at(y: np.ndarray, s: np.ndarray, fpr: float = FPR_AT) -> float:
 
 class _Boot:
     """Percentile bootstrap over users with one index draw per size (as
-    :func:`evaluators.metrics.bootstrap_ci` draws it)."""
+    :func:`evaluators.scoring.metrics.bootstrap_ci` draws it)."""
 
     def __init__(self, n_resamples: int, seed: int) -> None:
         self.B, self.seed = n_resamples, seed

@@ -1,8 +1,8 @@
 """The report's section "How strong was the adversary", from ``metrics["adversary"]``
 (:mod:`evaluators.adversary.metrics`): the family table, the adaptive attacker's curve,
 memory extraction, membership inference and the results after each forget, with the
-AER-vs-queries and ROC figures (:func:`evaluators.figures.aer_queries_figure`,
-:func:`evaluators.figures.roc_figure`)."""
+AER-vs-queries and ROC figures (:func:`evaluators.report.figures.aer_queries_figure`,
+:func:`evaluators.report.figures.roc_figure`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluators.tables import html_inline, html_table, md_table, value_text
+from evaluators.report.tables import html_inline, html_table, md_table, value_text
 
 __all__ = ["TITLE", "adversary_figures", "adversary_html", "adversary_markdown", "adversary_sentences",
            "adversary_tables"]
@@ -184,7 +184,7 @@ def adversary_sentences(adv: dict[str, Any]) -> list[str]:
 
 def adversary_figures(metrics: dict[str, Any], out: Path) -> list[str]:
     """Write ``aer_queries.png`` and ``membership_roc.png`` where there is data; their names."""
-    from evaluators.figures import aer_queries_figure, roc_figure
+    from evaluators.report.figures import aer_queries_figure, roc_figure
 
     adv = metrics.get("adversary") or {}
     names = []

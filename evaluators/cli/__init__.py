@@ -9,9 +9,9 @@ callable ``register(app: typer.Typer) -> None``).
 | command | module | library entry point |
 |---|---|---|
 | ``memkit sweep`` | :mod:`evaluators.cli.sweep` | :func:`evaluators.sweep.run_sweep` |
-| ``memkit report`` | :mod:`evaluators.cli.report` | :func:`evaluators.report.write_report` |
-| ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
-| ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.judge_run.judge_run` |
+| ``memkit report`` | :mod:`evaluators.cli.report` | :func:`evaluators.report.markdown.write_report` |
+| ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.report.compare.compare_runs` |
+| ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.scoring.judge_run.judge_run` |
 | ``memkit audit`` | :mod:`evaluators.cli.audit` | :func:`evaluators.audit.audit` |
 | ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.chroma.scan` |
 

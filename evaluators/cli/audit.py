@@ -36,9 +36,9 @@ once: ``--adversary``) add the adversary beyond the study's probes
 writes JUnit XML (one test case per ``--fail-on`` condition, the report as
 ``system-out``) that CI systems display; ``--sarif FILE`` writes SARIF 2.1.0 (one
 result per surface and user whose canary remains, with its locations;
-:mod:`evaluators.sarif`). ``--baseline FILE`` (a previous run's ``--json`` or
+:mod:`evaluators.report.sarif`). ``--baseline FILE`` (a previous run's ``--json`` or
 ``--sarif`` output) makes every ``--fail-on`` count only what is new or worse than
-that run, and the report lists what was fixed since (:mod:`evaluators.baseline`). ``--matrix`` runs every built-in target
+that run, and the report lists what was fixed since (:mod:`evaluators.report.baseline`). ``--matrix`` runs every built-in target
 with every forget scope and deletion step (:mod:`evaluators.targets.matrix`).
 Every input (conditions, scope, paths, the database) is checked before any work;
 progress goes to stderr; Ctrl-C says what was done. Exit status: 0 passed, 1 a
@@ -53,9 +53,9 @@ from typing import Any
 
 import typer
 
-from evaluators.baseline import audit_snapshot, compare, gate_values, load_baseline
 from evaluators.cli.errors import os_error_line
-from evaluators.sarif import audit_sarif, write_sarif
+from evaluators.report.baseline import audit_snapshot, compare, gate_values, load_baseline
+from evaluators.report.sarif import audit_sarif, write_sarif
 from evaluators.targets.gates import evaluate, junit_xml, parse_condition, run_target
 
 

@@ -84,8 +84,8 @@ def _finish(report: ResidueReport, secrets: list[str], as_json: bool, limit: int
     """Print the report (``lines``: each secret's line in --secrets-file), write
     ``--sarif``, and exit 0/1/3; with ``--baseline`` only what is new or worse than
     that run counts (1), then surfaces no longer read (3)."""
-    from evaluators.baseline import compare, load_baseline, residue_snapshot
-    from evaluators.sarif import residue_sarif, write_sarif
+    from evaluators.report.baseline import compare, load_baseline, residue_snapshot
+    from evaluators.report.sarif import residue_sarif, write_sarif
 
     delta = None
     if baseline is not None:
@@ -114,8 +114,8 @@ def _finish(report: ResidueReport, secrets: list[str], as_json: bool, limit: int
 
 def _check_outputs(sarif: Path | None, baseline: Path | None) -> None:
     """``--sarif`` writable and ``--baseline`` readable before any scan (exit 2)."""
-    from evaluators.baseline import load_baseline
     from evaluators.cli.checks import check_output_file
+    from evaluators.report.baseline import load_baseline
 
     try:
         if sarif is not None:
@@ -197,7 +197,7 @@ def register(app: typer.Typer) -> None:
     which and why). With ``--baseline``: 1 only for copies on a surface that held none
     in the baseline (or of more secrets), else 3 for a surface the baseline read in
     full and this run did not, else 0; the report lists what is new, fixed and known.
-    ``--sarif FILE`` writes SARIF 2.1.0 (:mod:`evaluators.sarif`).
+    ``--sarif FILE`` writes SARIF 2.1.0 (:mod:`evaluators.report.sarif`).
     """
 
     @app.command("residue")

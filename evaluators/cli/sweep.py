@@ -105,8 +105,8 @@ def register(app: typer.Typer) -> None:
         target: str | None = typer.Option(
             None, "--target",
             help="Sweep a memory system instead of a design: langgraph, langmem, mem0, memkit or "
-                 "module:factory (your agent: a factory returning a graph, {'agent','store','checkpointer'} "
-                 "or a Target; the current directory is importable)."),
+                 "module:factory (your agent: a factory returning a graph, a mapping of agent, store and "
+                 "checkpointer, or a Target; the current directory is importable)."),
         backend: str | None = typer.Option(None, help="--target langgraph/langmem backend: memory, sqlite, postgres."),
         pg_uri: str | None = typer.Option(
             None, "--pg-uri", help="--target backend postgres: the server (default: a temporary one)."),
@@ -231,7 +231,7 @@ def register(app: typer.Typer) -> None:
                 level = "" if row["S"] is None else f" S={row['S']}"
                 typer.echo(f"  {name}{level}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={pua}")
         typer.echo(f"  report: {out / ('compare.md' if 'designs' in metrics else 'report.md')}")
-        from evaluators.report import canary_sentence, hypotheses_with_canaries
+        from evaluators.report.markdown import canary_sentence, hypotheses_with_canaries
 
         for run_dir in ([out / name for name in by_design] if "designs" in metrics else [out]):
             line = canary_sentence(hypotheses_with_canaries(run_dir))

@@ -19,7 +19,7 @@ Each unit runs a memory design (:mod:`graphs.designs`; ``--design``, default
 ``study``, the source study's pipeline) through its compiled write and read graphs:
 the design's summarizer, retriever and responder are the nodes called. Several
 designs (``--design`` repeated) run one after another into ``--out/<design>/``
-with one shared LLM cache, and :mod:`evaluators.compare` writes their comparison
+with one shared LLM cache, and :mod:`evaluators.report.compare` writes their comparison
 into ``--out``.
 
 Output directory (``--out``):
@@ -51,7 +51,7 @@ Output directory (``--out``):
     LongMemEval's format ``{"question_id", "hypothesis"}`` for the first S and the
     largest k; ``hypotheses/S{S}_k{k}.jsonl`` for every design.
 ``report.md``, ``report.html``, ``frontier.png``, ``probes.png``, ``frs.png``, ``forensic.png``
-    :func:`evaluators.report.write_report` (the study's findings checked on the run
+    :func:`evaluators.report.markdown.write_report` (the study's findings checked on the run
     are also stored as ``findings`` in ``metrics.json``).
 ``llm_cache.sqlite``
     the LLM cache shared by all units: no prompt is sent twice in a sweep, nor

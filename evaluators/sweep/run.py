@@ -65,7 +65,7 @@ def run_sweep(
             One design runs into ``out``. Several run one after another into
             ``out/<design name>/`` (each a complete run; ``--resume`` continues each)
             sharing one LLM cache ``out/llm_cache.sqlite``, then
-            :func:`evaluators.compare.compare_runs` writes their comparison (paired
+            :func:`evaluators.report.compare.compare_runs` writes their comparison (paired
             differences with CIs) into ``out``. A design object (not a name or spec)
             runs in-process (``workers`` is not used).
         cache_path: the LLM cache file (default ``out/llm_cache.sqlite``).
@@ -180,7 +180,7 @@ def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign]
                                             cache_path=cache, write_outputs=write_outputs, **kw)
     if not write_outputs:
         return {}
-    from evaluators.compare import compare_runs
+    from evaluators.report.compare import compare_runs
 
     result = compare_runs([out / d.name for d in resolved], out, n_resamples=config.n_resamples, seed=config.seed)
     return {"designs": per_design, "compare": result}

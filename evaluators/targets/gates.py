@@ -7,7 +7,7 @@ the surfaces to gate on, ``residue:-disk_pg_wal`` gates on every surface but tho
 no probe extracted a canary before it and no surface held one), or ``METRIC OP
 NUMBER`` (METRIC one of :data:`METRICS`); a metric the run did not measure (n/a) trips
 its condition, so CI never passes on a number that does not exist. With a baseline
-(:mod:`evaluators.baseline`) a condition counts only what is new or worse than it.
+(:mod:`evaluators.report.baseline`) a condition counts only what is new or worse than it.
 """
 
 from __future__ import annotations
@@ -103,15 +103,15 @@ def _metric(result: Any, name: str) -> float | None:
 def evaluate(result: Any, conditions: Sequence[Condition], baseline: Any = None) -> list[tuple[Condition, bool, str]]:
     """``(condition, tripped, message)`` for each condition against an audit result.
 
-    With ``baseline`` (an :class:`evaluators.baseline.Snapshot` of a previous run), a
-    condition counts only what is new or worse (:func:`evaluators.baseline.compare`):
+    With ``baseline`` (an :class:`evaluators.report.baseline.Snapshot` of a previous run), a
+    condition counts only what is new or worse (:func:`evaluators.report.baseline.compare`):
     ``residue`` a surface that held no copy in the baseline or holds more users' now,
     ``unchecked`` a surface the baseline read in full, a metric a value beyond the
     baseline's CI in the failing direction; the message names what is known.
     """
     delta = None
     if baseline is not None:
-        from evaluators.baseline import audit_snapshot, compare
+        from evaluators.report.baseline import audit_snapshot, compare
 
         delta = compare(baseline, audit_snapshot(result))
     out = []
@@ -154,7 +154,7 @@ def evaluate(result: Any, conditions: Sequence[Condition], baseline: Any = None)
                 hit = _OPS[c.op or ">"](v, c.value)
                 msg = f"{c.metric} = {v:.4g}"
                 if hit and baseline is not None:
-                    from evaluators.baseline import metric_worse
+                    from evaluators.report.baseline import metric_worse
 
                     hit, why = metric_worse(c.metric or "", c.op or ">", v, baseline)
                     msg += f" ({why})"

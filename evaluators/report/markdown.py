@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.aggregate import surface_measured, surfaces_with_copies
-from evaluators.figures import write_figures
-from evaluators.hypotheses import HypothesesCounts, canary_sentence, hypotheses_with_canaries
-from evaluators.tables import html_inline, html_table, md_table, value_text
+from evaluators.report.figures import write_figures
+from evaluators.report.hypotheses import HypothesesCounts, canary_sentence, hypotheses_with_canaries
+from evaluators.report.tables import html_inline, html_table, md_table, value_text
 
 __all__ = [
     "HypothesesCounts",
@@ -150,12 +150,12 @@ def tables(
         config: the content of ``config.json`` (for the model name).
 
     Returns:
-        The findings table first (:func:`evaluators.findings.evaluate_findings` on
+        The findings table first (:func:`evaluators.report.findings.evaluate_findings` on
         ``metrics``, recomputed rather than read from ``metrics["findings"]``, which an
         older memkit may have written), then Table 2, AER per level, FRS, forensic copies and
         the frontier with its decomposition; each legend defines the table's columns.
     """
-    from evaluators.findings import evaluate_findings
+    from evaluators.report.findings import evaluate_findings
 
     model = config.get("model", metrics.get("model", "?"))
     # Recomputed, not read from metrics["findings"]: a metrics.json written by an older
@@ -419,7 +419,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     """Write ``report.md``, ``report.html`` and the figures for the sweep in ``out_dir``.
 
     The report opens with the study's findings checked on this run
-    (:func:`evaluators.findings.evaluate_findings`), says in words which deletion modes
+    (:func:`evaluators.report.findings.evaluate_findings`), says in words which deletion modes
     leave forensic copies on disk (:func:`residue_sentences`) and how many hypotheses
     hold a planted canary (:func:`hypotheses_with_canaries`), then gives the tables,
     each with a legend, the figures and the applicable configuration.
@@ -453,7 +453,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     figures = write_figures(metrics, out)
     tbls = tables(metrics, config)
     cfg_rows = _applicable_config(config)
-    from evaluators.findings import VERDICTS, evaluate_findings
+    from evaluators.report.findings import VERDICTS, evaluate_findings
 
     verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))

@@ -1,13 +1,13 @@
 """PR's default answer rule, ``rule="lme"``: a rule that agrees with LongMemEval's judge.
 
-The study's rule (``rule="study"``, :func:`evaluators.metrics.score_answers`) counts an
+The study's rule (``rule="study"``, :func:`evaluators.scoring.metrics.score_answers`) counts an
 answer correct when cosine(answer, reference) > 0.50 or every content word of the
 reference is a token of the answer. Checked against LongMemEval's official judging
 semantics (``evaluate_qa.py`` of the LongMemEval repository: a yes/no judge per
 question type), it is wrong in whole classes of cases: number words are stop words,
 a negated mention counts, a confident made-up answer to an abstention question counts,
 and a different answer of the same kind passes the cosine. This module holds the
-text side of the rule that fixes these classes; :func:`evaluators.metrics.score_answers`
+text side of the rule that fixes these classes; :func:`evaluators.scoring.metrics.score_answers`
 embeds the texts and calls :func:`lme_verdict` with the cosine.
 
 The ``lme`` rule, in order (each step is a function below; docs/metrics.md spells
@@ -86,7 +86,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
-from evaluators.answer_abstain import (
+from evaluators.scoring.answer_abstain import (
     ANSWER_BEARING,
     CLAUSE,
     NOT_A_VALUE,
@@ -94,7 +94,7 @@ from evaluators.answer_abstain import (
     STOP_WORDS,
     abstains,
 )
-from evaluators.answer_numbers import (
+from evaluators.scoring.answer_numbers import (
     NUMBER,
     normalize_numbers,
     number_key,

@@ -9,7 +9,7 @@ import unicodedata
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from evaluators.answer_numbers import (
+from evaluators.scoring.answer_numbers import (
     NUMBER,
     normalize_numbers,
     raw_tokens,

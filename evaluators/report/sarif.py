@@ -18,7 +18,7 @@ result per surface and secret (a residue scan) or per surface and user (an audit
 What memkit could not read is never left out: a surface not checked or read only in
 part is a ``toolExecutionNotifications`` entry (level ``warning``) with the reason,
 and the run's ``properties.memkit`` bag carries the numbers a baseline needs
-(:mod:`evaluators.baseline`): holders per surface, the unchecked surfaces and, for an
+(:mod:`evaluators.report.baseline`): holders per surface, the unchecked surfaces and, for an
 audit, the gate metrics with their bootstrap CIs.
 """
 
@@ -185,7 +185,7 @@ def residue_sarif(report: Any, secrets: Sequence[str], *, root: str | Path | Non
         root: the directory relative file locations are in (a Chroma directory, a
             PostgreSQL data directory); ``SCANROOT`` in ``originalUriBaseIds``.
         command: the command line, recorded in the invocation.
-        baseline: an :class:`evaluators.baseline.Delta`: each result gets its
+        baseline: an :class:`evaluators.report.baseline.Delta`: each result gets its
             ``baselineState`` and the bag lists what was fixed since.
 
     Returns:
@@ -214,7 +214,7 @@ def residue_sarif(report: Any, secrets: Sequence[str], *, root: str | Path | Non
                                len(hits), text, props))
     notes = _notifications(report.unchecked, "warning", "not_checked") + _notifications(
         {s: [] for s in report.not_given}, "note", "not_given")
-    from evaluators.baseline import residue_snapshot
+    from evaluators.report.baseline import residue_snapshot
 
     bag = {"kind": "residue", "target": report.target, "verdict": report.verdict,
            **residue_snapshot(report).to_dict(), "secrets": labels}
@@ -229,7 +229,7 @@ def audit_sarif(result: Any, *, command: str | None = None, baseline: Any = None
     the ``forensics`` records), the unchecked surfaces as notifications, and the gate
     metrics with their CIs in ``properties.memkit`` (``baseline`` as in
     :func:`residue_sarif`)."""
-    from evaluators.baseline import audit_snapshot
+    from evaluators.report.baseline import audit_snapshot
     from memkit.scan.multi import mask_secret
 
     fr = result.forensics

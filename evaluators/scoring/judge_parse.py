@@ -51,7 +51,7 @@ the last such statement. Steps of :func:`parse_verdict`, in order:
    and then concludes: "Yes at first sight … but 12 ≠ 9. No."). None → ``None``.
 
 Source: issue 26 (replies of the shapes reported against LLM-judge harnesses); the
-prompt it reads is :data:`evaluators.judge.JUDGE_PROMPTS`.
+prompt it reads is :data:`evaluators.scoring.judge.JUDGE_PROMPTS`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Gemma 3 12B and GPT-4o-mini side by side; arXiv 2606.10062, the tables it shows)
 same synthetic generator settings), the seed and so the canaries (every shared
 instance has the same canary value). Instances both runs hold are resampled
 together: one index draw per resample applied to both runs
-(:func:`evaluators.metrics.bootstrap_ci` over the shared instances of the
+(:func:`evaluators.scoring.metrics.bootstrap_ci` over the shared instances of the
 difference statistic). Runs that differ are refused (:class:`UnpairedRunsError`)
 unless ``unpaired=True`` (``--unpaired``): then each run's instances are resampled
 independently (``scipy.stats.bootstrap`` with two samples, ``paired=False``,
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from evaluators.aggregate import Grid, row_stats
-from evaluators.metrics import bootstrap_ci
 from evaluators.records import read_run
+from evaluators.report.tables import md_table, signed_text, value_text
 from evaluators.rundir import check_out_dir, claim_out_dir, run_kind
-from evaluators.tables import md_table, signed_text, value_text
+from evaluators.scoring.metrics import bootstrap_ci
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run", "paired_text"]
 
@@ -395,7 +395,7 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evaluators.figures import error_bars
+    from evaluators.report.figures import error_bars
 
     fig, ax = plt.subplots(figsize=(7, 5.2))
     markers = "osD^v<>P"
