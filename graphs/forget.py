@@ -237,7 +237,7 @@ def _resummarize(ctx: _Context, state: ForgetState, result: ForgetResult) -> dic
 def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     ns = state.get("namespace")
     # provenance crosses namespaces: a shared ``profiles`` summary derived from the
-    # user's deleted turn goes too (issue 21, section 5)
+    # user's deleted turn goes too
     derived = ctx.store.derived_from(state.get("deleted_raw_ids", []), namespace=None)
     containing = ctx.store.find_containing(state["secret"], namespace=ns, normalized=True)
     doomed = {c.id: c for c in [*derived, *containing]}

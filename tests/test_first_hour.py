@@ -1,4 +1,4 @@
-"""A new user's first hour (issue 27): the ``memkit`` command run as a user runs it (a
+"""A new user's first hour: the ``memkit`` command run as a user runs it (a
 subprocess, real files), checking what it says and that nothing outside the run changed.
 
 One tiny finished sweep (1 synthetic instance, S=0, k=1,3, one deletion mode, stores

@@ -1,5 +1,5 @@
 """Does an answer decline? LongMemEval's abstention semantics for PR's default rule
-(:mod:): an answer that says it does not know, or offers no
+(:mod:`evaluators.scoring.answer_rule`): an answer that says it does not know, or offers no
 value for what the question asks, abstains."""
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def abstains(text: str, question: str | None = None) -> bool:
 
     LongMemEval counts an abstaining answer correct for an abstention (``_abs``)
     question, including one that names what *was* mentioned instead; any answer that
-    gives a specific value, hedged or not, is wrong (issue 26).
+    gives a specific value, hedged or not, is wrong.
     """
     text = unicodedata.normalize("NFKC", text).replace("’", "'")
     if not _ABSTAIN.search(text):

@@ -1,7 +1,7 @@
 """Numbers in answers as values: number words and numerals, currency, percentages,
 times, dates, scales, fractions and Roman numerals normalized to one form
-(normalize_numbers), and the tokens and stems PR's default rule compares
-(:mod:)."""
+(:func:`normalize_numbers`), and the tokens and stems PR's default rule compares
+(:mod:`evaluators.scoring.answer_rule`)."""
 
 from __future__ import annotations
 

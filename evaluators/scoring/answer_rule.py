@@ -515,7 +515,7 @@ def stale_value(answer: str, reference: str, question: str | None = None) -> boo
 
     Source: LongMemEval's knowledge-update judge (``evaluate_qa.py``): a reply that
     mentions older values is correct as long as the answer it gives as current is the
-    reference; issue 26.
+    reference.
     """
     is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
     clauses = _update_clauses(answer, split_and=not is_list)

@@ -197,7 +197,7 @@ def score_answers(
 
     Source: docs/metrics.md, PR (``study``): correct when cosine(answer,
     expected) > 0.50 with all-MiniLM-L6-v2, or every content word matches exactly;
-    issue 13 and LongMemEval's ``evaluate_qa.py`` semantics (``lme``).
+    LongMemEval's ``evaluate_qa.py`` semantics (``lme``).
     """
     if rule not in PR_RULES:
         raise ValueError(f"unknown PR rule {rule!r}; expected one of {PR_RULES}")
