@@ -1,6 +1,6 @@
 # Each target does its own set-up (scripts/setup.sh creates .venv, takes the CPU
 # torch wheel where one is available, and installs memkit with the extras named).
-.PHONY: sweep test setup lint bench clean
+.PHONY: sweep test setup lint bench clean constraints
 
 # Each set of ARGS gets its own output directory (runs/sweep for none), so a second
 # `make sweep` resumes and `make sweep ARGS=...` never collides with an earlier run;
@@ -26,3 +26,9 @@ bench:
 
 clean:
 	rm -rf .venv runs .pytest_cache .ruff_cache build memkit/scan/*.so
+
+# Pin scripts/constraints.txt to what the working .venv holds (after changing dependencies).
+constraints:
+	{ sed -n '/^#/p' scripts/constraints.txt; .venv/bin/pip freeze --exclude-editable \
+	  | grep -viE '^(torch|llama[-_]cpp[-_]python|memkit)(==| @)'; } > scripts/constraints.txt.new
+	mv scripts/constraints.txt.new scripts/constraints.txt

@@ -49,7 +49,7 @@ stamp="$VENV/.memkit-installed${EXTRAS:+-$EXTRAS}"
 # Install again when a file the install reads has changed since (the compiled scan
 # pass, memkit/scan/_letters.c, is built by `pip install -e .`).
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt scripts/setup.sh ] \
-   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt memkit/scan/_letters.c ] && [ "$stamp" -nt memkit/scan/_wide.c ] \
+   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ "$stamp" -nt memkit/scan/_letters.c ] && [ "$stamp" -nt memkit/scan/_wide.c ] \
    && { [ "$WANT_LLAMA" = 0 ] || [ "$(cat "$VENV/.memkit-llama-key" 2>/dev/null)" = "$LLAMA_KEY" ]; }; then
   exit 0
 fi
@@ -87,7 +87,9 @@ fi
 
 spec="."
 [ -n "$EXTRAS" ] && spec=".[$EXTRAS]"
-pip install -q -e "$spec"
+# scripts/constraints.txt pins every dependency to the versions CI tests: without it a fresh
+# resolve of all extras backtracks until pip gives up (resolution-too-deep).
+pip install -q -c scripts/constraints.txt -e "$spec"
 # setuptools leaves memkit.egg-info in the checkout; run from here it would shadow the
 # installed metadata (its direct_url.json says "editable", which inspect_ai reads to name
 # memkit's tasks), so only the installed copy is kept.
