@@ -20,7 +20,18 @@ mode                       steps (graph nodes, in order)
 ``tombstone_redaction``    ``redact`` (the secret replaced in place in every tier,
                            re-embedded), ``tombstone`` (audit record: salted hash,
                            never the secret), ``purge_caches``, ``compact``
+``crypto_shred``           ``delete_raw``, ``cascade``, ``purge_caches``,
+                           ``shred_key``: the namespace's remaining chunks re-sealed
+                           under a new data key and the old key destroyed
+                           (:func:`memkit.keystore.rotate_namespace`), so every copy
+                           the old key sealed -- in freed pages, logs, backups -- is
+                           unreadable without compaction; needs a store that
+                           encrypts at rest (``keystore=``)
 =========================  ======================================================
+
+The first five are the study's ladder (:data:`STUDY_MODES`, what a sweep runs by
+default); ``crypto_shred`` is run when asked for, so the runs of a default
+configuration keep their identity.
 
 :func:`build_forget_graph` compiles a LangGraph whose entry routes on ``mode`` with
 conditional edges and whose every node routes to the next step of its mode
@@ -69,6 +80,7 @@ from memkit.store import TIERS, StoreError, TieredMemoryStore
 __all__ = [
     "DELETION_MODES",
     "LADDER",
+    "STUDY_MODES",
     "ForgetResult",
     "ForgetState",
     "build_forget_graph",
@@ -78,8 +90,11 @@ __all__ = [
     "user_namespaces",
 ]
 
-DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction")
+DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction", "crypto_shred")
 """Deletion modes in ladder order (docs/design.md, "Vocabulary")."""
+
+STUDY_MODES = DELETION_MODES[:5]
+"""The study's five deletion modes: a sweep's default ``deletion_modes``."""
 
 LADDER: dict[str, tuple[str, ...]] = {
     "none": (),
@@ -87,6 +102,7 @@ LADDER: dict[str, tuple[str, ...]] = {
     "raw_plus_resummarize": ("delete_raw", "resummarize"),
     "full_purge": ("delete_raw", "cascade", "purge_caches", "compact"),
     "tombstone_redaction": ("redact", "tombstone", "purge_caches", "compact"),
+    "crypto_shred": ("delete_raw", "cascade", "purge_caches", "shred_key"),
 }
 """The steps each deletion mode runs, in order."""
 
@@ -116,6 +132,7 @@ class ForgetResult:
         remaining: copies found by that re-read, per surface (absent when none).
         rewritten: disk surfaces compaction rebuilt from live records (old files shredded).
         unverified: surfaces neither verified nor rewritten, with the reason.
+        keys_destroyed: data keys ``crypto_shred`` destroyed.
     """
 
     mode: str
@@ -134,6 +151,7 @@ class ForgetResult:
     remaining: dict[str, int] = field(default_factory=dict)
     rewritten: list[str] = field(default_factory=list)
     unverified: dict[str, str] = field(default_factory=dict)
+    keys_destroyed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the fields."""
@@ -142,7 +160,9 @@ class ForgetResult:
     def changes(self) -> dict[str, Any]:
         """What the forget changed, as a run's ``forensics`` record keeps it: chunks
         ``deleted`` / ``redacted`` / ``created`` per tier (counts), the cache entries
-        purged, and the store's bytes before and after compaction."""
+        purged, the store's bytes before and after compaction (and, for
+        ``crypto_shred``, the keys destroyed)."""
+        shred = {"keys_destroyed": self.keys_destroyed} if self.mode == "crypto_shred" else {}
         return {
             "deleted": {t: len(v) for t, v in self.deleted.items()},
             "redacted": {t: len(v) for t, v in self.redacted.items()},
@@ -150,6 +170,7 @@ class ForgetResult:
             "cache_entries_purged": self.cache_entries_purged,
             "bytes_before": self.bytes_before,
             "bytes_after": self.bytes_after,
+            **shred,
         }
 
 
@@ -170,6 +191,7 @@ class ForgetState(TypedDict, total=False):
     user_id: str
     namespaces: list[str]
     fingerprints: list[str]
+    touched_namespaces: list[str]
 
 
 # --------------------------------------------------------------------------- steps
@@ -202,7 +224,12 @@ def _delete_raw(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict
     deleted = ctx.store.delete([c.id for c in hits])
     _merge(result.deleted, _by_tier(ctx.store, hits, deleted))
     result.affected_sessions = sorted({c.session_id for c in hits if c.id in set(deleted)})
-    return {"deleted_raw_ids": list(deleted)}
+    return {"deleted_raw_ids": list(deleted), "touched_namespaces": _touched(state, hits)}
+
+
+def _touched(state: ForgetState, chunks: Sequence[Any]) -> list[str]:
+    """The namespaces a forget deleted from so far (``crypto_shred`` rotates their keys)."""
+    return sorted({*state.get("touched_namespaces", []), *(c.namespace for c in chunks)})
 
 
 def _resummarize(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -240,7 +267,7 @@ def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[st
     doomed = {c.id: c for c in [*derived, *containing]}
     deleted = ctx.store.delete(list(doomed))
     _merge(result.deleted, _by_tier(ctx.store, list(doomed.values()), deleted))
-    return {}
+    return {"touched_namespaces": _touched(state, list(doomed.values()))}
 
 
 def _purge_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -270,6 +297,33 @@ def _redacted(ctx: _Context, result: ForgetResult, changed: list[str]) -> dict[s
 
 def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     return _redacted(ctx, result, ctx.store.redact(state["secret"], namespace=state.get("namespace")))
+
+
+def _shred_key(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    """Rotate the key of the forget's namespace (every namespace when ``None``) and of
+    every namespace it deleted from: the old keys, and all they sealed, are gone."""
+    from memkit.keystore import rotate_namespace
+
+    ns = state.get("namespace")
+    names = {c.namespace for c in ctx.store.chunks()} if ns is None else {ns}
+    for name in sorted(names | set(state.get("touched_namespaces", []))):
+        result.keys_destroyed += rotate_namespace(ctx.store, name)
+    return {}
+
+
+def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    """Destroy the keys of the user's namespaces (their records deleted with them) and
+    rotate those of the other namespaces the forget deleted derived chunks from."""
+    from memkit.keystore import rotate_namespace, shred_namespace
+
+    mine = set(state["namespaces"])
+    for name in sorted(mine):
+        n, ids = shred_namespace(ctx.store, name)
+        result.keys_destroyed += n
+        _merge(result.deleted, {"raw": list(ids)} if ids else {})
+    for name in sorted(set(state.get("touched_namespaces", [])) - mine):
+        result.keys_destroyed += rotate_namespace(ctx.store, name)
+    return {}
 
 
 def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -303,7 +357,7 @@ def _delete_user_all(ctx: _Context, state: ForgetState, result: ForgetResult) ->
     doomed = {c.id: c for c in [*mine, *derived]}
     deleted = ctx.store.delete(list(doomed))
     _merge(result.deleted, _by_tier(ctx.store, list(doomed.values()), deleted))
-    return {}
+    return {"touched_namespaces": _touched(state, list(doomed.values()))}
 
 
 def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -345,6 +399,7 @@ USER_LADDER: dict[str, tuple[str, ...]] = {
     "raw_plus_resummarize": ("delete_user_raw", "resummarize"),
     "full_purge": ("delete_user_raw", "delete_user_all", "purge_user_caches", "compact"),
     "tombstone_redaction": ("redact_user", "tombstone_user", "purge_user_caches", "compact"),
+    "crypto_shred": ("delete_user_raw", "delete_user_all", "purge_user_caches", "shred_user_keys"),
 }
 """The steps of each deletion mode at user scope (:func:`forget_user`): the user's
 namespaces instead of the chunks holding one secret, the user's fingerprint
@@ -365,6 +420,8 @@ _STEPS: dict[str, Callable[[_Context, ForgetState, ForgetResult], dict[str, Any]
     "compact": _compact,
     "redact": _redact,
     "tombstone": _tombstone,
+    "shred_key": _shred_key,
+    "shred_user_keys": _shred_user_keys,
 }
 
 
@@ -382,6 +439,10 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
     """
     steps = list((USER_LADDER if user else LADDER)[mode])
     unverified: dict[str, str] = {}
+    if mode == "crypto_shred" and getattr(ctx.store, "keystore", None) is None:
+        raise StoreError("forget crypto_shred refused before changing anything: the store does not "
+                         "encrypt at rest, so there is no key to destroy (TieredMemoryStore(..., "
+                         "keystore=KeyStore(dir)))")
     if "compact" in steps:
         reason = ctx.store.compaction_blocker()
         if reason is not None:
@@ -398,6 +459,19 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
         if path is not None and not os.path.isfile(path):
             raise StoreError(f"forget {mode} refused before changing anything: LLM cache {path} does not exist")
     return steps, unverified
+
+
+def _disk_status(state: ForgetState, result: ForgetResult) -> None:
+    """The disk surfaces: rewritten by compaction, or unverified with the reason."""
+    if "compact" in result.steps:
+        result.rewritten = list(DISK_SURFACES)
+    elif state["mode"] == "crypto_shred" and not result.unverified:
+        result.unverified = dict.fromkeys(DISK_SURFACES, (
+            "crypto_shred does not rewrite the files: the deleted records' bytes stay, sealed under "
+            "destroyed keys (readable only where something was written before the store encrypted), "
+            "and their vectors stay in clear"))
+    elif not result.unverified:
+        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
 
 
 def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
@@ -419,14 +493,11 @@ def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> Non
             counts["cache"] = sum(1 for cache in ctx.caches for entry in cache.entries()
                                   if mm.contains(list(entry)))
     left = sum(len(ctx.store.chunks(namespace=ns)) for ns in state["namespaces"])
-    if state["mode"] == "full_purge" and left:
+    if state["mode"] in ("full_purge", "crypto_shred") and left:
         counts["text_other"] += left  # chunks of the user's namespaces (full_purge deletes them all)
     result.remaining = {k: v for k, v in counts.items() if v}
     result.verified = [k for k, v in counts.items() if not v]
-    if "compact" in result.steps:
-        result.rewritten = list(DISK_SURFACES)
-    elif not result.unverified:
-        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
+    _disk_status(state, result)
 
 
 def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
@@ -461,10 +532,7 @@ def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
         )
     result.remaining = {k: v for k, v in counts.items() if v}
     result.verified = [k for k, v in counts.items() if not v]
-    if "compact" in result.steps:
-        result.rewritten = list(DISK_SURFACES)
-    elif not result.unverified:
-        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
+    _disk_status(state, result)
 
 
 def _check(secret: str, mode: str) -> None:
@@ -529,7 +597,8 @@ def forget(
     # A forget that compacts holds the store's directory exclusively from its plan to
     # its verification, so other processes' writes land after it (or fail retryably
     # with StoreBusyError, raised here before anything is changed).
-    with store.exclusive(f"forget {mode}") if "compact" in LADDER[mode] else nullcontext():
+    exclusive = "compact" in LADDER[mode] or mode == "crypto_shred"  # both rewrite the store
+    with store.exclusive(f"forget {mode}") if exclusive else nullcontext():
         plan, unverified = _plan(ctx, mode, unverified_ok)
         state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
         result = ForgetResult(mode=mode, namespace=namespace, unverified=unverified)

@@ -695,8 +695,10 @@ def _encode(embedder: Any, texts: list[str]) -> np.ndarray:
 
 def _scan_collections(
     collections: Iterable[Any], report: ResidueReport, embedder: Any, check_embeddings: bool,
-    stale_threshold: float, m: SecretMatcher, prefix: str = "",
+    stale_threshold: float, m: SecretMatcher, prefix: str = "", keystore: Any = None,
 ) -> None:
+    from memkit.keystore import is_sealed, open_record
+
     dim: int | None = None
     for col in collections:
         name = prefix + col.name
@@ -706,7 +708,7 @@ def _scan_collections(
         n = col.count()
         # memkit's tombstone collection holds placeholder vectors, not embeddings.
         check = check_embeddings and (col.metadata or {}).get("memkit") != "tombstones"
-        no_doc = 0
+        no_doc = sealed = 0
         for off in range(0, n, _PAGE):
             res = col.get(limit=_PAGE, offset=off, include=["documents", "metadatas", "embeddings"])
             ids = res["ids"]
@@ -736,22 +738,33 @@ def _scan_collections(
                 check = False
                 continue
             no_doc += sum(1 for d in docs if not d)
-            rows = [i for i, d in enumerate(docs) if d]
+            # a sealed text (memkit.keystore) is compared as its plaintext, with the key
+            texts = list(docs)
+            for i, d in enumerate(docs):
+                if is_sealed(d):
+                    got = open_record(keystore, ids[i], d, metas[i]) if keystore is not None else None
+                    texts[i] = got.text if got is not None else None
+                    sealed += got is None
+            rows = [i for i, d in enumerate(texts) if d]
             if not rows:
                 continue
-            fresh = _encode(embedder, [docs[i] for i in rows])
+            fresh = _encode(embedder, [texts[i] for i in rows])
             norms = np.linalg.norm(stored[rows], axis=1)
             norms[norms == 0] = 1.0
             cos = np.einsum("ij,ij->i", stored[rows], fresh) / norms
             for i, c in zip(rows, cos, strict=True):
-                if c < stale_threshold and not m.search(docs[i]):
-                    head = _mask(docs[i][:60], m)
+                if c < stale_threshold and not m.search(texts[i]):
+                    head = _mask(texts[i][:60], m)
                     report.add(Hit("stale_embedding", _mask(f"{name}:{ids[i]}", m), "stale",
                                    f"cos(stored, embed(text))={c:.3f}; text: {head}"))
         if no_doc:
             report.skip("stale_embedding", f"{name}: {no_doc} records have no document (their "
                                            "text lives elsewhere, e.g. in metadata), so their vectors "
                                            "cannot be compared with it")
+        if sealed:
+            report.skip("stale_embedding", f"{name}: {sealed} records are sealed (memkit.keystore) and "
+                                           "their key is not given here, so their vectors cannot be "
+                                           "compared with their text")
 
 
 def _not_regular(directory: str, names: list[str]) -> list[str]:
@@ -780,7 +793,7 @@ def _db_pairs(db: Path) -> list[tuple[str, str]]:
 
 def _scan_chroma_dir_api(
     root: Path, report: ResidueReport, embedder: Any, check_embeddings: bool,
-    stale_threshold: float, m: SecretMatcher,
+    stale_threshold: float, m: SecretMatcher, keystore: Any = None,
 ) -> None:
     import chromadb
     from chromadb.config import Settings
@@ -800,7 +813,7 @@ def _scan_chroma_dir_api(
             try:
                 prefix = f"{tenant}/{database}/" if multi else ""
                 _scan_collections(client.list_collections(), report, embedder, check_embeddings,
-                                  stale_threshold, m, prefix)
+                                  stale_threshold, m, prefix, keystore)
             finally:
                 client.close()
 
@@ -820,6 +833,7 @@ def scan(
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
     limits: Limits | None = None,
+    keystore: Any = None,
 ) -> ResidueReport:
     """Find every copy of ``secret`` in a store, its directory and caches (module doc).
 
@@ -845,6 +859,11 @@ def scan(
             default the store's, else :func:`memkit.models.embeddings`.
         check_embeddings: run the ``stale_embedding`` check.
         stale_threshold: cosine below which a stored vector counts as stale.
+        keystore: the :class:`memkit.keystore.KeyStore` of a store that encrypts at
+            rest (default a store's own): the ``stale_embedding`` check compares a
+            sealed record's vector with its plaintext; without the key those records
+            are listed as not checked. Every other surface reads what is stored: a
+            sealed text is ciphertext there.
         limits: bounds on decompressing containers (:class:`memkit.containers.Limits`;
             default 256 MiB per member, 1 GiB per given path, depth 4); a limit reached
             is reported as not checked.
@@ -900,14 +919,14 @@ def scan(
                 report.skip(surface, "the store is behind a server: its files are not readable here "
                                      "(scan the server's --path directory)")
         _scan_collections(target.own_collections(), report, embedder, check_embeddings,
-                          stale_threshold, m)
+                          stale_threshold, m, keystore=keystore or target.keystore)
     else:
         # A directory (a persistent store's own, or any chroma directory): bytes first,
         # then the chroma API on a copy. Reading through a live client is avoided because
         # chroma rewrites HNSW files on the first read after a client opens.
         if isinstance(target, TieredMemoryStore):
             assert target.path is not None
-            root, label = target.path, repr(target)
+            root, label, keystore = target.path, repr(target), keystore or target.keystore
             if check_embeddings and embedder is None:
                 embedder = target.embedder
         else:
@@ -940,7 +959,7 @@ def scan(
             scanner.path(extra, DISK, label=f"../{extra.name}")
         _scan_chroma_sql(root / "chroma.sqlite3", report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
-                             m)
+                             m, keystore)
     if not check_embeddings and target is not None:
         report.skip("stale_embedding", "check_embeddings=False")
     files = Scanner(report, m, limits or Limits())

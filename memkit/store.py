@@ -78,6 +78,7 @@ from memkit.compaction import (
 )
 from memkit.dirlock import DirectoryLock
 from memkit.errors import StoreBusyError, StoreError
+from memkit.keystore import KeyStore, open_record, seal_chunk
 from memkit.matching import secret_regex
 from memkit.store_forget import _TOMBSTONE_SUFFIX, ForgettingPrimitives
 
@@ -120,6 +121,9 @@ class TieredMemoryStore(ForgettingPrimitives):
             process (and a compaction for other processes' operations) before
             :class:`~memkit.errors.StoreBusyError`; default ``$MEMKIT_LOCK_TIMEOUT``
             or 60 (:mod:`memkit.dirlock`).
+        keystore: a :class:`~memkit.keystore.KeyStore`: every chunk's text and extra
+            metadata are sealed under its namespace's data key before they reach chroma
+            (encryption at rest; the ``crypto_shred`` deletion mode destroys keys).
 
     With neither ``path`` nor ``client`` the store lives in memory
     (``chromadb.EphemeralClient``). Telemetry is off. Tombstones live in a second
@@ -167,6 +171,7 @@ class TieredMemoryStore(ForgettingPrimitives):
         embedder: Any = None,
         create: bool = False,
         lock_timeout: float | None = None,
+        keystore: KeyStore | None = None,
     ) -> None:
         import chromadb
 
@@ -174,6 +179,7 @@ class TieredMemoryStore(ForgettingPrimitives):
             raise ValueError("TieredMemoryStore: give either path or client, not both")
         self.path: Path | None = Path(path).expanduser().resolve() if path is not None else None
         self._embedder = embedder
+        self.keystore = keystore
         self._kind: str
         self._lock: DirectoryLock | None = None
         self._gen: tuple[int, int] | None = None
@@ -497,16 +503,19 @@ class TieredMemoryStore(ForgettingPrimitives):
         if where is not None:
             kw["where"] = where
         res = self._collection.get(**kw)
-        chunks = [
-            from_record(i, d, m)
-            for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
-        ]
+        records = zip(res["ids"], res["documents"], res["metadatas"], strict=True)
+        if self.keystore is None:
+            found: list[Chunk | None] = [from_record(i, d, m) for i, d, m in records]
+        else:  # sealed fields opened; a record whose key was shredded is unreadable: skipped
+            found = [open_record(self.keystore, i, d, m) for i, d, m in records]
+        keep = [n for n, c in enumerate(found) if c is not None]
+        chunks = [c for c in found if c is not None]
         vecs = None
         if embeddings:
             raw = res.get("embeddings")
             vecs = (
-                np.asarray(raw, dtype=np.float32)
-                if raw is not None and len(raw)
+                np.asarray(raw, dtype=np.float32)[keep]
+                if raw is not None and len(raw) and keep
                 else np.zeros((0, 0), dtype=np.float32)
             )
         return chunks, vecs
@@ -517,10 +526,15 @@ class TieredMemoryStore(ForgettingPrimitives):
         b = self._batch()
         for s in range(0, len(chunks), b):
             part = chunks[s : s + b]
+            if self.keystore is None:
+                docs, metas = [c.text for c in part], [to_metadata(c) for c in part]
+            else:
+                sealed = [seal_chunk(self.keystore, c) for c in part]
+                docs, metas = [d for d, _ in sealed], [m for _, m in sealed]
             self._collection.upsert(
                 ids=[c.id for c in part],
-                documents=[c.text for c in part],
-                metadatas=[to_metadata(c) for c in part],
+                documents=docs,
+                metadatas=metas,
                 embeddings=np.asarray(vectors[s : s + b], dtype=np.float32),
             )
         self._touch()

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from evaluators.cli.errors import os_error_line
 from evaluators.pool import WorkerDied
 from evaluators.sweep import RESULTS, SweepConfig, SweepLockedError, run_sweep
-from graphs.forget import DELETION_MODES
+from graphs.forget import DELETION_MODES, STUDY_MODES
 
 # --------------------------------------------------------------------------- CLI
 
@@ -74,8 +74,9 @@ def register(app: typer.Typer) -> None:
         summary_levels: str = typer.Option("0,1,2", help="Summary levels S, comma-separated."),
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
         deletion_modes: str = typer.Option(
-            ",".join(DELETION_MODES), show_default="all five",
-            help=f"Deletion modes, comma-separated ('' for none): {', '.join(DELETION_MODES)}."),
+            ",".join(STUDY_MODES), show_default="the study's five",
+            help=f"Deletion modes, comma-separated ('' for none): {', '.join(DELETION_MODES)} "
+                 "(crypto_shred runs when named)."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
         concurrency: int | None = typer.Option(
             None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from graphs.forget import DELETION_MODES
+from graphs.forget import DELETION_MODES, STUDY_MODES
 from memkit.longmemeval import Instance, load, sample, synthetic
 
 DEFAULT_KS = (1, 3, 6, 10, 25)
@@ -39,7 +39,9 @@ class SweepConfig(BaseModel):
         summarizer_model: summarizer spec (default: ``model``).
         summary_levels: S values (0 raw, 1 key facts, 2 one sentence).
         ks: retrieval breadths.
-        deletion_modes: modes of the residue phase (``[]`` skips it).
+        deletion_modes: modes of the residue phase (``[]`` skips it); default the study's
+            five (:data:`graphs.forget.STUDY_MODES`): ``crypto_shred`` runs when named, so a
+            default configuration keeps the identity its runs had before it existed.
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
         max_tokens: cap on generated tokens per LLM call (``None``: :data:`memkit.models.DEFAULT_MAX_TOKENS`, 256).
@@ -81,7 +83,7 @@ class SweepConfig(BaseModel):
     summarizer_model: str | None = None
     summary_levels: list[int] = Field(default_factory=lambda: [0, 1, 2])
     ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
-    deletion_modes: list[str] = Field(default_factory=lambda: list(DELETION_MODES))
+    deletion_modes: list[str] = Field(default_factory=lambda: list(STUDY_MODES))
     synthetic_sessions: int | list[int] = Field(default_factory=lambda: [2, 6])
     synthetic_turns: int | list[int] = Field(default_factory=lambda: [6, 10])
     max_tokens: int | None = Field(None, ge=1)
