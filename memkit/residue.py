@@ -17,6 +17,11 @@ surface             what is scanned
                     current text is below ``stale_threshold`` (0.99) while the
                     current text lacks the secret: the vector still encodes an
                     older text (e.g. redaction without re-embedding)
+``stale_vector``    stored vectors no live record owns: HNSW elements of deleted
+                    records (``data_level0.bin``, deleted or not yet), vectors in
+                    chroma's log of deleted or rewritten records
+                    (:mod:`memkit.vectors`; what they reveal:
+                    :mod:`memkit.vector_weigh`)
 ``cache``           every text/blob value of every table of each SQLite file
                     in ``cache_paths`` (LLM caches)
 ``cache_disk``      raw bytes of those cache files and their -wal/-journal
@@ -129,6 +134,7 @@ SURFACES: tuple[str, ...] = (
     "text_other",
     "metadata",
     "stale_embedding",
+    "stale_vector",
     "cache",
     "cache_disk",
     "side_sqlite",
@@ -717,10 +723,16 @@ def _scan_collections(
             docs = res.get("documents") or [None] * len(ids)
             metas = res.get("metadatas") or [None] * len(ids)
             vecs = res.get("embeddings")
+            opened = _open_sealed(keystore, ids, docs, metas, report, name)
             for rid, doc, meta in zip(ids, docs, metas, strict=True):
                 meta = meta or {}
                 tier = meta.get("tier")
                 surface = f"text_{tier}" if tier in TIERS and "namespace" in meta else "text_other"
+                if rid in opened:  # a sealed record whose key is live: its plaintext is a live copy
+                    _scan_text(report, surface, f"{name}:{rid}", opened[rid].text, m)
+                    for key, value in sorted(opened[rid].extra.items()):
+                        _scan_text(report, "metadata", f"{name}:{rid}:<key>", key, m)
+                        _scan_value(report, "metadata", f"{name}:{rid}:{key}", value, m)
                 if doc:
                     _scan_text(report, surface, f"{name}:{rid}", doc, m)
                 _scan_text(report, "metadata", f"{name}:{rid}:<id>", rid, m)
@@ -765,6 +777,34 @@ def _scan_collections(
             report.skip("stale_embedding", f"{name}: {sealed} records are sealed (memkit.keystore) and "
                                            "their key is not given here, so their vectors cannot be "
                                            "compared with their text")
+
+
+def _open_sealed(keystore: Any, ids: list[str], docs: list[Any], metas: list[Any], report: ResidueReport,
+                 name: str) -> dict[str, Any]:
+    """The sealed records of a page (:mod:`memkit.keystore`) opened with ``keystore``:
+    ``{id: chunk}`` of those whose key is live. Those whose key was destroyed are noted
+    (their bytes are noise); without a key store, sealed records are not read: the text
+    surfaces are then read in part."""
+    from memkit.keystore import is_sealed, open_record
+
+    sealed = [i for i, d in enumerate(docs) if is_sealed(d)]
+    if not sealed:
+        return {}
+    if keystore is None:
+        for surface in ("text_raw", "text_summary", "text_other"):
+            report.skip(surface, f"{name}: {len(sealed)} records are sealed (memkit.keystore) and no key "
+                                 "store was given, so their text was not read")
+        return {}
+    out = {}
+    for i in sealed:
+        got = open_record(keystore, ids[i], docs[i], metas[i])
+        if got is not None:
+            out[ids[i]] = got
+    if len(out) < len(sealed):
+        note = f"{name}: {len(sealed) - len(out)} sealed records whose key was destroyed (unreadable)"
+        if note not in report.notes:
+            report.notes.append(note)
+    return out
 
 
 def _not_regular(directory: str, names: list[str]) -> list[str]:
@@ -816,6 +856,18 @@ def _scan_chroma_dir_api(
                                   stale_threshold, m, prefix, keystore)
             finally:
                 client.close()
+
+
+def _scan_leftover_vectors(root: Path, report: ResidueReport, m: Any) -> None:
+    """``stale_vector``: one stale hit per vector no live record owns (:mod:`memkit.vectors`)."""
+    from memkit.vectors import chroma_leftover_vectors
+
+    read = chroma_leftover_vectors(root)
+    for v in read.leftovers:
+        rid = f", record {_mask(v.record_id, m)}" if v.record_id else ""
+        report.add(Hit("stale_vector", v.location, "stale", f"{v.surface}: {v.why}{rid}"))
+    for surface, why in read.unread.items():
+        report.skip("stale_vector", f"{surface}: {why}")
 
 
 # --------------------------------------------------------------------------- entry point
@@ -905,7 +957,7 @@ def scan(
         # side files, caches and checkpointers only: no store was given
         report = ResidueReport(target="side files")
         for surface in SURFACES:
-            if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding"):
+            if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding", "stale_vector"):
                 report.not_given.append(surface)
     elif isinstance(target, TieredMemoryStore) and target.path is None:
         # In memory or behind a server: nothing on local disk; read through the client.
@@ -913,9 +965,11 @@ def scan(
         if check_embeddings and embedder is None:
             embedder = target.embedder
         if getattr(target, "_kind", "") == "memory":
-            report.notes.append("in-memory store: there are no files, so no disk surfaces")
+            report.notes.append("in-memory store: there are no files, so no disk surfaces (and no stale "
+                                "vectors memkit can read: chroma keeps them in the process)")
         else:
-            for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other"):
+            for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other",
+                            "stale_vector"):
                 report.skip(surface, "the store is behind a server: its files are not readable here "
                                      "(scan the server's --path directory)")
         _scan_collections(target.own_collections(), report, embedder, check_embeddings,
@@ -960,6 +1014,7 @@ def scan(
         _scan_chroma_sql(root / "chroma.sqlite3", report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
                              m, keystore)
+        _scan_leftover_vectors(root, report, m)
     if not check_embeddings and target is not None:
         report.skip("stale_embedding", "check_embeddings=False")
     files = Scanner(report, m, limits or Limits())
