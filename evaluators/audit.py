@@ -407,6 +407,9 @@ def run_audit(target: Any, instances: Sequence[Any], plan: Any, *, data: Any = "
 
     label = target.forget_label
     plan = replace(plan, deletions=tuple(replace(d, mode=label) for d in plan.deletions))
+    if len(plan.deletions) == 1 and plan.deletions[0].request and not target.supports("fork"):
+        # one request and nothing after it: it may run in place
+        plan = replace(plan, deletions=(replace(plan.deletions[0], on_copy=False),))
     run = run_unit(target, instances, plan, say=say)
     for i, rec in enumerate(run.records):
         validate_record(rec, f"audit record {i}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["request_lines", "vector_lines"]
+__all__ = ["report_tables", "request_lines", "vector_lines"]
 
 
 def _p(x: float | None, ci: Sequence[float | None] | None = None) -> str:
@@ -64,4 +64,42 @@ def vector_lines(vectors: dict[str, Any] | None, title: str = "What the leftover
                    f"{_p(d['attribute_accuracy'], d['attribute_accuracy_ci'])} |")
     if vectors.get("unread"):
         out += ["", "Not read (never clean): " + "; ".join(f"`{k}`: {v}" for k, v in vectors["unread"].items()) + "."]
+    return out
+
+
+def report_tables(metrics: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """``memkit report``'s tables ``(title, header, rows, legend)``: forget requests per
+    kind, and what the leftover vectors reveal per deletion mode and surface."""
+    out = []
+    rows = metrics.get("forget_requests") or []
+    if rows:
+        body = []
+        for r in rows:
+            head = [str(r["S"]) if r["S"] is not None else "-", r["mode"], r["request"], r["about"]]
+            if r.get("na"):
+                body.append(head + ["n/a"] * 5)
+            else:
+                body.append(head + [_p(r.get(k), r.get(f"{k}_ci")) for k in
+                                    ("found", "deleted", "residue", "collateral", "FRS_worst")])
+        legend = (request_lines(rows)[3] + " " + ("n/a: " + "; ".join(sorted({r["na"] for r in rows if r.get("na")}))
+                                                  + "." if any(r.get("na") for r in rows) else "")).strip()
+        out.append(("Forgetting as users ask for it", ["S", "mode", "request", "item", "found", "deleted",
+                                                       "residue", "collateral", "FRS_worst"], body, legend))
+    vec_rows = []
+    for r in [*metrics.get("frs", []), *rows]:
+        v = r.get("vectors")
+        if not v:
+            continue
+        label = r["mode"] + (f" ({r['request']}, {r['about']})" if r.get("request") else "")
+        if v.get("na"):
+            vec_rows.append([str(r["S"]) if r["S"] is not None else "-", label, "n/a", "-", "-", "-", "-"])
+            continue
+        for s, d in v.get("surfaces", {}).items():
+            vec_rows.append([str(r["S"]) if r["S"] is not None else "-", label, s, str(d["vectors"]),
+                             str(d["attributed"]), _p(d["reidentified"], d["reidentified_ci"]),
+                             _p(d["attribute_accuracy"], d["attribute_accuracy_ci"])])
+    if vec_rows:
+        legend = vector_lines({"surfaces": {}})[3]
+        out.append(("What the leftover vectors reveal", ["S", "mode", "surface", "leftover vectors", "attributed",
+                                                         "re-identified", "attribute accuracy"], vec_rows, legend))
     return out

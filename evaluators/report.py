@@ -451,7 +451,9 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     cpath = out / "config.json"
     config = json.loads(cpath.read_text()) if cpath.exists() else {}
     figures = write_figures(metrics, out)
-    tbls = tables(metrics, config)
+    from evaluators.forget_report import report_tables
+
+    tbls = tables(metrics, config) + report_tables(metrics)
     cfg_rows = _applicable_config(config)
     from evaluators.findings import VERDICTS, evaluate_findings
 

@@ -400,6 +400,10 @@ class _Unit:
         """One deletion (class doc of :class:`Deletion`): its scans and after-forget calls."""
         plan = self.plan
         target, tmp = self.target, None
+        if d.request and not self.target.supports("forget_request"):
+            self.na[f"forget_request:{d.request}"] = (f"{self.target.name} takes only a secret to forget, "
+                                                      "not a request in words")
+            return _tagged(self.na_records(self.target, d), d)
         if d.on_copy and not self.target.supports("fork"):
             self.na[f"forget_request:{d.request}" if d.request else "fork"] = f"{self.target.name} cannot copy its memory"
             return _tagged(self.na_records(self.target, d), d) if d.request else []

@@ -53,6 +53,7 @@ __all__ = [
     "KeyDestroyed",
     "KeyStore",
     "is_sealed",
+    "open_page",
     "open_record",
     "rotate_namespace",
     "seal_chunk",
@@ -293,3 +294,19 @@ def shred_namespace(store: TieredMemoryStore, namespace: str) -> tuple[int, list
         ids = store._collection.get(where={"namespace": namespace}, include=[])["ids"]
         n = ks.destroy(namespace)
         return n, store.delete(ids)
+
+
+def open_page(ks: KeyStore | None, ids: list[str], docs: list[Any], metas: list[Any]
+              ) -> tuple[dict[str, Chunk], int, int]:
+    """The sealed records among chroma records ``(ids, docs, metas)`` opened with ``ks``.
+
+    Returns:
+        ``(opened, destroyed, sealed)``: ``{id: chunk}`` of those whose key is live, how
+        many were sealed under a destroyed key, how many were sealed in all (none is
+        opened without a key store).
+    """
+    sealed = [i for i, d in enumerate(docs) if is_sealed(d)]
+    if ks is None or not sealed:
+        return {}, 0, len(sealed)
+    opened = {ids[i]: c for i in sealed if (c := open_record(ks, ids[i], docs[i], metas[i])) is not None}
+    return opened, len(sealed) - len(opened), len(sealed)

@@ -703,7 +703,7 @@ def _scan_collections(
     collections: Iterable[Any], report: ResidueReport, embedder: Any, check_embeddings: bool,
     stale_threshold: float, m: SecretMatcher, prefix: str = "", keystore: Any = None,
 ) -> None:
-    from memkit.keystore import is_sealed, open_record
+    from memkit.keystore import is_sealed
 
     dim: int | None = None
     for col in collections:
@@ -750,13 +750,9 @@ def _scan_collections(
                 check = False
                 continue
             no_doc += sum(1 for d in docs if not d)
-            # a sealed text (memkit.keystore) is compared as its plaintext, with the key
-            texts = list(docs)
-            for i, d in enumerate(docs):
-                if is_sealed(d):
-                    got = open_record(keystore, ids[i], d, metas[i]) if keystore is not None else None
-                    texts[i] = got.text if got is not None else None
-                    sealed += got is None
+            # a sealed text (memkit.keystore) is compared as its plaintext, opened with the key
+            texts = [opened[r].text if r in opened else None if is_sealed(d) else d for r, d in zip(ids, docs, strict=True)]
+            sealed += sum(1 for r, d in zip(ids, docs, strict=True) if is_sealed(d) and r not in opened)
             rows = [i for i, d in enumerate(texts) if d]
             if not rows:
                 continue
@@ -773,38 +769,26 @@ def _scan_collections(
             report.skip("stale_embedding", f"{name}: {no_doc} records have no document (their "
                                            "text lives elsewhere, e.g. in metadata), so their vectors "
                                            "cannot be compared with it")
-        if sealed:
-            report.skip("stale_embedding", f"{name}: {sealed} records are sealed (memkit.keystore) and "
-                                           "their key is not given here, so their vectors cannot be "
-                                           "compared with their text")
+        if sealed and keystore is None:
+            report.skip("stale_embedding", f"{name}: {sealed} records are sealed (memkit.keystore) and no "
+                                           "key store was given, so their vectors cannot be compared with their text")
 
 
 def _open_sealed(keystore: Any, ids: list[str], docs: list[Any], metas: list[Any], report: ResidueReport,
                  name: str) -> dict[str, Any]:
-    """The sealed records of a page (:mod:`memkit.keystore`) opened with ``keystore``:
-    ``{id: chunk}`` of those whose key is live. Those whose key was destroyed are noted
-    (their bytes are noise); without a key store, sealed records are not read: the text
-    surfaces are then read in part."""
-    from memkit.keystore import is_sealed, open_record
+    """Sealed records of a page opened with ``keystore`` (:func:`memkit.keystore.open_page`);
+    without one their text is not read, so the text surfaces are read in part."""
+    from memkit.keystore import open_page
 
-    sealed = [i for i, d in enumerate(docs) if is_sealed(d)]
-    if not sealed:
-        return {}
-    if keystore is None:
+    opened, destroyed, sealed = open_page(keystore, ids, docs, metas)
+    if sealed and keystore is None:
         for surface in ("text_raw", "text_summary", "text_other"):
-            report.skip(surface, f"{name}: {len(sealed)} records are sealed (memkit.keystore) and no key "
-                                 "store was given, so their text was not read")
-        return {}
-    out = {}
-    for i in sealed:
-        got = open_record(keystore, ids[i], docs[i], metas[i])
-        if got is not None:
-            out[ids[i]] = got
-    if len(out) < len(sealed):
-        note = f"{name}: {len(sealed) - len(out)} sealed records whose key was destroyed (unreadable)"
-        if note not in report.notes:
-            report.notes.append(note)
-    return out
+            report.skip(surface, f"{name}: {sealed} records are sealed (memkit.keystore) and no key store "
+                                 "was given, so their text was not read")
+    elif destroyed and (note := f"{name}: {destroyed} sealed records whose key was destroyed "
+                                "(unreadable)") not in report.notes:
+        report.notes.append(note)
+    return opened
 
 
 def _not_regular(directory: str, names: list[str]) -> list[str]:

@@ -152,10 +152,10 @@ def read_hnsw(directory: Path) -> HnswIndex:
     labels = rows[:, label_off:label_off + 8].copy().view("<u8").ravel()
     vectors = rows[:, data_off:label_off].copy().view("<f4")
     deleted = (rows[:, off0 + 2] & 1).astype(bool)
-    past = every[n:, data_off:label_off].copy().view("<f4").astype(np.float64)
     # rows past the count are allocated, not written: only a unit vector there is one
     # (cosine space stores unit vectors), anything else is uninitialised memory
     with np.errstate(all="ignore"):
+        past = every[n:, data_off:label_off].copy().view("<f4").astype(np.float64)
         norms = np.linalg.norm(past, axis=1) if len(past) else np.zeros(0)
     slack = [(n + int(i), past[i].astype(np.float32)) for i in np.flatnonzero(np.abs(norms - 1.0) < 1e-3)]
     note = None if n == count else f"data_level0.bin holds {n} of the header's {count} elements"

@@ -71,6 +71,15 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of markdown."),
         junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
+        forget_request: list[str] = typer.Option(
+            [], "--forget-request", help="Also forget each user's item through a request in their own words, on a "
+                                         "copy (repeatable): exact, paraphrase, obfuscated, es, de, zh, indirect."),
+        forget_about: list[str] = typer.Option(
+            ["secret"], "--forget-about", help="What the requests ask to forget (repeatable): secret, fact."),
+        resolver: str = typer.Option(None, help="Chat model spec that judges requests (default: deterministic)."),
+        weigh_vectors: bool = typer.Option(False, "--weigh-vectors",
+                                           help="Weigh the leftover vectors: re-identification and attribute "
+                                                "inference per surface."),
         matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
         out: Path = typer.Option(None, help="--matrix: also write the table (markdown) and JSON beside it."),
     ) -> None:
@@ -99,7 +108,9 @@ def register(app: typer.Typer) -> None:
             t0 = time.perf_counter()
             result = run_target(target, options=options, mode=mode or "full_purge", forget_scope=forget_scope,
                                 steps=step, delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
-                                n_resamples=n_resamples, say=say, mode_given=mode is not None)
+                                n_resamples=n_resamples, say=say, mode_given=mode is not None,
+                                requests=forget_request, about=forget_about or ["secret"],
+                                weigh_vectors=weigh_vectors, resolver=resolver)
         except KeyboardInterrupt:
             typer.echo(f"\nmemkit audit: interrupted while {phase[-1] if phase else 'starting'}; nothing was "
                        "written (a target memkit built was removed; rerun the same command to start over)", err=True)

@@ -111,6 +111,16 @@ def register(app: typer.Typer) -> None:
         pg_uri: str | None = typer.Option(
             None, "--pg-uri", help="--target backend postgres: the server (default: a temporary one)."),
         pgdata: Path | None = typer.Option(None, "--pgdata", help="--target: the PostgreSQL data directory, if local."),
+        forget_requests: str = typer.Option(
+            "", "--forget-requests", help="Also forget through requests in the user's words after each deletion "
+                                          "mode, each on a copy, comma-separated: exact, paraphrase, obfuscated, "
+                                          "es, de, zh, indirect ('' for none)."),
+        forget_about: str = typer.Option("secret", "--forget-about", help="What the requests ask to forget: "
+                                                                         "secret, fact or secret,fact."),
+        forget_resolver: str | None = typer.Option(
+            None, "--forget-resolver", help="Chat model spec that judges requests (default: deterministic)."),
+        weigh_vectors: bool = typer.Option(False, "--weigh-vectors", help="Weigh the leftover vectors at every "
+                                                                          "scan (re-identification, attributes)."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
         from memkit.longmemeval import LongMemEvalError
@@ -146,6 +156,10 @@ def register(app: typer.Typer) -> None:
                 target=target,
                 target_options={k: str(v) for k, v in {"backend": backend, "pg_uri": pg_uri,
                                                        "pgdata": pgdata}.items() if v is not None},
+                forget_requests=[x.strip() for x in forget_requests.split(",") if x.strip()],
+                forget_about=[x.strip() for x in forget_about.split(",") if x.strip()],
+                forget_resolver=forget_resolver,
+                weigh_vectors=weigh_vectors,
             )
             if target is not None and design:
                 raise _OptionError("--target and --design: give one (a target is the memory system itself)")

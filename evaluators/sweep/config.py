@@ -22,6 +22,11 @@ class SweepLockedError(RuntimeError):
     """Another process holds the output directory's lock."""
 
 
+OPTIONAL_IDENTITY = {"forget_requests": [], "forget_about": ["secret"], "weigh_vectors": False,
+                     "forget_resolver": None}
+"""Fields left out of a run's identity while they hold these defaults, so runs from
+before they existed resume unchanged."""
+
 NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address",
                 "redact_hypotheses", "n_instances"}
 """Config fields that do not change a run's results (a resume may change them)."""
@@ -74,6 +79,15 @@ class SweepConfig(BaseModel):
         target_options: keyword options for the target's factory (``backend``,
             ``pg_uri`` ...), JSON values only; ``pg_uri`` and ``pgdata`` are not part of
             the identity (nor written to ``config.json``).
+        forget_requests: request kinds (:data:`evaluators.forget_requests.REQUEST_KINDS`)
+            to forget through, in the user's words, after each deletion mode but
+            ``none``, each on its own copy (``[]``: none); each user then also gets a
+            planted fact.
+        forget_about: what the requests ask to forget: ``secret`` and/or ``fact``.
+        forget_resolver: the chat model spec that judges requests (``None``: the
+            deterministic resolver, :mod:`graphs.forget_request`).
+        weigh_vectors: weigh the leftover vectors at every scan
+            (:mod:`memkit.vector_weigh`).
     """
 
     data: str = "synthetic"
@@ -100,6 +114,30 @@ class SweepConfig(BaseModel):
     redact_hypotheses: bool = False
     target: str | None = None
     target_options: dict[str, Any] = Field(default_factory=dict)
+    forget_requests: list[str] = Field(default_factory=list)
+    forget_about: list[str] = Field(default_factory=lambda: ["secret"])
+    forget_resolver: str | None = None
+    weigh_vectors: bool = False
+
+    @field_validator("forget_requests")
+    @classmethod
+    def _requests(cls, v: list[str]) -> list[str]:
+        from evaluators.forget_requests import REQUEST_KINDS
+
+        bad = [k for k in v if k not in REQUEST_KINDS]
+        if bad:
+            raise ValueError(f"unknown forget request kinds {bad}; choose from {list(REQUEST_KINDS)}")
+        return [k for k in REQUEST_KINDS if k in v]
+
+    @field_validator("forget_about")
+    @classmethod
+    def _about(cls, v: list[str]) -> list[str]:
+        from evaluators.forget_requests import ABOUT
+
+        bad = [a for a in v if a not in ABOUT]
+        if bad or not v:
+            raise ValueError(f"forget requests are about {list(ABOUT)}; got {v}")
+        return [a for a in ABOUT if a in v]
 
     @field_validator("executor")
     @classmethod
@@ -168,6 +206,9 @@ class SweepConfig(BaseModel):
         ident = self.model_dump(exclude=NOT_IDENTITY)
         if ident.get("design") == "study":
             del ident["design"]  # runs from before designs existed resume unchanged
+        for key, default in OPTIONAL_IDENTITY.items():
+            if ident.get(key) == default:
+                del ident[key]  # runs from before requests and vector weighing resume unchanged
         if ident.get("target") is None:
             ident.pop("target", None)  # a design run's identity is unchanged by targets
             ident.pop("target_options", None)

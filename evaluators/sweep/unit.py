@@ -14,6 +14,18 @@ from memkit.cache import LLMCache
 from memkit.longmemeval import Instance
 
 
+def sweep_deletions(config: SweepConfig, *, fork: bool, label: str | None = None) -> tuple[Deletion, ...]:
+    """A unit's deletions: each deletion mode on its own copy, then each forget request
+    kind about each item after each mode but ``none`` (on a copy; a target that cannot
+    copy its memory forgets once, in place, with ``label``, and its requests are n/a)."""
+    if not fork:
+        return (Deletion(label or "forget"),) if config.deletion_modes else ()
+    out = [Deletion(mode, on_copy=True) for mode in config.deletion_modes]
+    out += [Deletion(mode, on_copy=True, request=kind, about=about) for mode in config.deletion_modes
+            if mode != "none" for about in config.forget_about for kind in config.forget_requests]
+    return tuple(out)
+
+
 def run_sweep_unit(
     config: SweepConfig,
     instance: Instance,
@@ -65,12 +77,14 @@ def run_sweep_unit(
     design = design or resolve_design(config.design)
     target = MemkitDesignTarget(design, None, S=S, model=resp_spec, summarizer_model=summ_spec, k=max(config.ks),
                                 cache=cache, concurrency=config.calls_in_flight(), rps=config.rps,
-                                collection=unit_collection(unit), name=design.name)
+                                collection=unit_collection(unit), name=design.name,
+                                resolver=config.forget_resolver)
     plan = UnitPlan(
         unit=unit, seed=config.seed, S=S, ks=tuple(config.ks), tiers=design.tiers_for(S),
-        deletions=tuple(Deletion(mode, on_copy=True) for mode in config.deletion_modes),
+        deletions=sweep_deletions(config, fork=True),
         overall_probes=False,
         keep_dir=Path(stores_dir) / safe_dir_name(instance.question_id) / f"S{S}" if stores_dir else None,
+        weigh_vectors=config.weigh_vectors,
     )
     try:
         run = run_unit(target, [instance], plan)
