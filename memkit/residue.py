@@ -852,6 +852,7 @@ def _scan_leftover_vectors(root: Path, report: ResidueReport, m: Any) -> None:
         report.add(Hit("stale_vector", v.location, "stale", f"{v.surface}: {v.why}{rid}"))
     for surface, why in read.unread.items():
         report.skip("stale_vector", f"{surface}: {why}")
+    report.notes += [n for n in read.notes if n not in report.notes]
 
 
 # --------------------------------------------------------------------------- entry point

@@ -91,12 +91,15 @@ class VectorRead:
         live: vectors of live records seen.
         read: surface -> what was read there.
         unread: surface -> what could not be read, and why (never "no leftovers").
+        notes: what else was seen (vectors in file slack, which no record of the store
+            owns: memory the writing process did not clear).
     """
 
     leftovers: list[LeftoverVector] = field(default_factory=list)
     live: int = 0
     read: dict[str, str] = field(default_factory=dict)
     unread: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def by_surface(self) -> dict[str, list[LeftoverVector]]:
         """The leftovers grouped by surface."""
@@ -252,9 +255,9 @@ def chroma_leftover_vectors(root: str | Path) -> VectorRead:
             continue
         if index.note:
             notes.append(f"{seg_id}: {index.note}")
-        for i, vec in index.slack:
-            out.leftovers.append(LeftoverVector("disk_hnsw", f"{seg_id}/data_level0.bin#element={i}",
-                                                vec.astype(np.float32), None, "past the element count"))
+        if index.slack:  # memory the writing process did not clear: no record of this store's
+            out.notes.append(f"{seg_id}/data_level0.bin: {len(index.slack)} unit vectors past its element count "
+                             "(uninitialised memory of the process that wrote it, e.g. another store's vectors)")
         if index.label_to_id is None:
             continue  # live cannot be told from deleted: the segment is listed as read in part
         hnsw_rows += len(index.labels)
