@@ -308,7 +308,20 @@ def _shred_key(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[
     names = {c.namespace for c in ctx.store.chunks()} if ns is None else {ns}
     for name in sorted(names | set(state.get("touched_namespaces", []))):
         result.keys_destroyed += rotate_namespace(ctx.store, name)
+    _zero_slack(ctx)
     return {}
+
+
+def _zero_slack(ctx: _Context) -> None:
+    """HNSW files can carry the writing process's heap bytes (plaintext it handled) past
+    their elements; crypto_shred does not rewrite the files, so it zeroes those bytes
+    (:func:`memkit.compaction._zero_hnsw_slack`; chroma can write heap bytes there again
+    when it next persists the index, and memkit zeroes them again on close)."""
+    from memkit.compaction import _zero_hnsw_slack
+
+    if getattr(ctx.store, "path", None) is not None:
+        with ctx.store.exclusive("crypto_shred: zeroing HNSW slack"):
+            _zero_hnsw_slack(ctx.store.path)
 
 
 def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -323,6 +336,7 @@ def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) ->
         _merge(result.deleted, {"raw": list(ids)} if ids else {})
     for name in sorted(set(state.get("touched_namespaces", [])) - mine):
         result.keys_destroyed += rotate_namespace(ctx.store, name)
+    _zero_slack(ctx)
     return {}
 
 
@@ -469,7 +483,7 @@ def _disk_status(state: ForgetState, result: ForgetResult) -> None:
         result.unverified = dict.fromkeys(DISK_SURFACES, (
             "crypto_shred does not rewrite the files: the deleted records' bytes stay, sealed under "
             "destroyed keys (readable only where something was written before the store encrypted), "
-            "and their vectors stay in clear"))
+            "their vectors stay in clear, and HNSW slack is zeroed now but can take heap bytes again"))
     elif not result.unverified:
         result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
 

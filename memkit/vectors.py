@@ -308,7 +308,9 @@ def pg_vectors_in(data: bytes | memoryview, dim: int) -> list[tuple[int, np.ndar
             if body + 4 * dim > len(buf):
                 continue
             vec = np.frombuffer(buf, dtype="<f4", count=dim, offset=body).astype(np.float32)
-            if np.isfinite(vec).all() and np.any(vec):
+            with np.errstate(all="ignore"):
+                norm = float(np.linalg.norm(vec.astype(np.float64)))
+            if np.isfinite(norm) and norm > 0:
                 out.append((at, vec))
     return out
 
