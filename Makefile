@@ -25,4 +25,4 @@ bench:
 	.venv/bin/python benchmarks/bench_sweep.py
 
 clean:
-	rm -rf .venv runs .pytest_cache .ruff_cache build memkit/*.so
+	rm -rf .venv runs .pytest_cache .ruff_cache build memkit/scan/*.so

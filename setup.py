@@ -1,8 +1,10 @@
-"""The one compiled module: the scan engine's pass over a buffer's plain letters
-(``memkit/_letters.c``, used by ``memkit/scan_plain.py``). Portable C99 against the
-CPython API, built with Python's own flags (no ``-march``). Everything else about the
-package is in ``pyproject.toml``."""
+"""The compiled modules: the scan engine's pass over a buffer's plain letters
+(``memkit/scan/_letters.c``, used by ``memkit/scan/plain.py``) and the pass that finds
+where bytes can hold UTF-16/32 text (``memkit/scan/_wide.c``, used by
+``memkit/scan/encodings.py``). Portable C99 against the CPython API, built with Python's
+own flags (no ``-march``). Everything else about the package is in ``pyproject.toml``."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("memkit._letters", sources=["memkit/_letters.c"])])
+setup(ext_modules=[Extension("memkit.scan._letters", sources=["memkit/scan/_letters.c"]),
+                   Extension("memkit.scan._wide", sources=["memkit/scan/_wide.c"])])

@@ -1,6 +1,6 @@
 """Benchmark: what a full purge costs on a 10,000-chunk persistent store, and whether it works.
 
-Builds a persistent :class:`memkit.store.TieredMemoryStore` of ``--n`` synthetic user
+Builds a persistent :class:`memkit.store.tiered.TieredMemoryStore` of ``--n`` synthetic user
 turns (100 users; real all-MiniLM-L6-v2 embeddings, batched), plants a secret in
 ``--fraction`` of them, then:
 
@@ -13,9 +13,9 @@ turns (100 users; real all-MiniLM-L6-v2 embeddings, batched), plants a secret in
    directory size before and after;
 4. a full scan (every surface, the stale-embedding check included, with a fresh
    embedder so every text is really re-embedded) of the compacted store;
-5. the cost of coordinating with other processes (issue 23, :mod:`memkit.dirlock`),
+5. the cost of coordinating with other processes (issue 23, :mod:`memkit.store.dirlock`),
    in the same run: ``--repeats`` compactions of copies of the deleted-from directory
-   with the coordination (:func:`memkit.store.compact_directory`: exclusive lock,
+   with the coordination (:func:`memkit.store.tiered.compact_directory`: exclusive lock,
    ``/proc`` scan for holders that are not memkit, fsync, journal, generation,
    atomic exchange) and as many without it (the compaction before issue 23),
    interleaved, medians compared (target: <= 10% more); and the per-operation cost
@@ -46,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from memkit.compaction import _compact_locked
-from memkit.residue import scan
-from memkit.store import Chunk, TieredMemoryStore, chunk_id, compact_directory
+from memkit.residue.chroma import scan
+from memkit.store.compaction import _compact_locked
+from memkit.store.tiered import Chunk, TieredMemoryStore, chunk_id, compact_directory
 
 SECRET = "XQ7-VIOLET-3829"
 SUBJECTS = ["I", "My sister", "Our team", "The landlord", "My doctor", "A colleague", "My son", "We"]
@@ -211,7 +211,7 @@ def run(n: int, fraction: float, fake_vectors: bool, seed: int, workdir: Path,
     # (the shared instance memoises the vectors it computed while building).
     checker = None
     if not fake_vectors:
-        from memkit.models import MiniLMEmbeddings
+        from memkit.models.chat import MiniLMEmbeddings
 
         checker = MiniLMEmbeddings()
     t0 = time.perf_counter()

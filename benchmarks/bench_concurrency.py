@@ -4,7 +4,7 @@ overhead over a real model server.
 Part 1 (always): a fake OpenAI-compatible HTTP server on 127.0.0.1 (``tests/fakes.py``;
 a fake, named as such, standing for a remote API) answers every request after a fixed
 ``--latency`` (default 200 ms), serving requests concurrently with a fixed reply (no work per request). memkit's
-:func:`memkit.models.answer_many` sends ``--calls`` distinct responder prompts at
+:func:`memkit.models.chat.answer_many` sends ``--calls`` distinct responder prompts at
 concurrency 1, 4 and 16; the benchmark prints calls/s and the speed-up over
 concurrency 1 (target: >= 0.8 x N).
 
@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graphs.prompts import respond_prompt  # noqa: E402
-from memkit.models import answer_many, chat_model  # noqa: E402
+from memkit.models.chat import answer_many, chat_model  # noqa: E402
 from tests.fakes import FakeOpenAIServer  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def _free_port() -> int:
 
 
 def llamacpp_overhead(calls: int, max_tokens: int) -> None:
-    from memkit.models import resolve_gguf
+    from memkit.models.chat import resolve_gguf
 
     port = _free_port()
     proc = subprocess.Popen(

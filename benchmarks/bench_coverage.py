@@ -1,7 +1,7 @@
 """Benchmark: reading bytes in every encoding, as a ratio to the UTF-8 pass and to grep.
 
 ``memkit residue`` matches every file's bytes as UTF-8 and as UTF-16/32 at every
-alignment (:mod:`memkit.encodings`). Decoding each file twelve ways would cost about
+alignment (:mod:`memkit.scan.encodings`). Decoding each file twelve ways would cost about
 twelve text scans; the wide passes instead map every code unit through a lookup table
 with numpy and decode only runs that could hold a copy. This prints, per kind of
 content (random binary, zeros, ASCII prose, UTF-16 prose, float32 vectors as in an
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 from timing import best_of  # benchmarks/timing.py (run from any directory)
 
-from memkit.encodings import wide_spans
-from memkit.matching import matcher
+from memkit.scan.encodings import wide_spans
+from memkit.scan.matching import matcher
 
 SECRET = "XQ7-violet-3829"
 

@@ -4,7 +4,7 @@ and against no encryption, in one run.
 Builds two persistent :class:`memkit.store.TieredMemoryStore` directories with the
 same ``--users`` x ``--turns`` raw chunks (one planted secret per user): one plain,
 one sealing every text and its metadata under its user's data key
-(:mod:`memkit.keystore`, AES-256-GCM). Vectors come from a stand-in embedder (seeded
+(:mod:`memkit.store.keystore`, AES-256-GCM). Vectors come from a stand-in embedder (seeded
 unit vectors from a SHA-256 of the text, named as such): neither sealing nor either
 deletion mode re-embeds, so the embedder's cost would only hide theirs. Then, each
 timed as the best of ``--repeats``:
@@ -39,9 +39,9 @@ import numpy as np
 from timing import best_of  # benchmarks/timing.py (run from any directory)
 
 from graphs.forget import forget, forget_user
-from memkit.chunks import Chunk, chunk_id
-from memkit.keystore import KeyStore, open_record, rotate_namespace, seal_chunk
 from memkit.store import TieredMemoryStore
+from memkit.store.chunks import Chunk, chunk_id
+from memkit.store.keystore import KeyStore, open_record, rotate_namespace, seal_chunk
 
 
 class StandInEmbedder:

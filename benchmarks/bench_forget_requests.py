@@ -25,10 +25,10 @@ from evaluators.forget_requests import REQUEST_KINDS, request_text
 from graphs.forget_request import resolve, store_items
 from graphs.memory import write_session
 from graphs.nodes import make_summarizer
-from memkit.canaries import plant
-from memkit.facts import plant_fact
-from memkit.longmemeval import synthetic
-from memkit.matching import matcher
+from memkit.dataset.canaries import plant
+from memkit.dataset.facts import plant_fact
+from memkit.dataset.synthetic import synthetic
+from memkit.scan.matching import matcher
 from memkit.store import TieredMemoryStore
 
 

@@ -15,7 +15,7 @@ import argparse
 import os
 import time
 
-from memkit.models import resolve_gguf
+from memkit.models.chat import resolve_gguf
 
 
 def main() -> None:

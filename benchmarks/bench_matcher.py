@@ -1,7 +1,7 @@
 """Benchmark: the secret matcher's time on adversarial text, as a ratio to plain text.
 
 A store can hold text written to trap a regex: long runs of separators, escapes or
-tags between near-miss characters. :mod:`memkit.matching` keeps separator runs atomic,
+tags between near-miss characters. :mod:`memkit.scan.matching` keeps separator runs atomic,
 so its time grows linearly; this prints, for 100 KB of each trap, the search time
 divided by the time on 100 KB of ordinary prose measured in the same run (the target:
 every ratio within a small constant, never growing with the length).
@@ -15,7 +15,7 @@ import argparse
 
 from timing import best_of  # benchmarks/timing.py (run from any directory)
 
-from memkit.matching import matcher
+from memkit.scan.matching import matcher
 
 SECRET = "XQ7-VIOLET-3829"
 TRAPS = ["\\", "<q>", "&#7;", "-", "\\u2013", "%2D", "\u200b", "&nbsp;"]

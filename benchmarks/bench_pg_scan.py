@@ -4,7 +4,7 @@ Starts a real PostgreSQL 16 + pgvector (pgserver, the ``postgres`` extra), write
 ``--items`` memories through LangGraph's ``PostgresStore`` (one holds the secret),
 deletes it through the API, and times, in the same run:
 
-* memkit: :func:`memkit.surfaces_pg.scan_disk` (every file of the data directory,
+* memkit: :func:`memkit.postgres.surfaces.scan_disk` (every file of the data directory,
   every spelling of the secret, by surface, with what PostgreSQL encoded decoded:
   compressed values, TOAST chunks, WAL records and page images; after its
   ``CHECKPOINT``);
@@ -50,7 +50,7 @@ def main() -> None:
     from psycopg.rows import dict_row
 
     from evaluators.targets.matrix import temporary_postgres
-    from memkit import surfaces_pg
+    from memkit.postgres import surfaces as surfaces_pg
 
     with temporary_postgres() as (server, root):
         uri = server.get_uri()

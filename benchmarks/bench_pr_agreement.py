@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evaluators.metrics import PR_RULES
 from evaluators.pr_agreement import load_agreement_set, rule_agreement
-from memkit.models import embeddings
+from memkit.models.chat import embeddings
 
 DEFAULT_CSV = Path(__file__).resolve().parent.parent / "tests" / "data" / "pr_agreement.csv"
 

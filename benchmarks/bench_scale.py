@@ -3,7 +3,7 @@ and user-turn ingest throughput against batched MiniLM encoding.
 
 LongMemEval's S split has ~50 sessions (~115k tokens) per instance. This benchmark
 generates a synthetic set of that shape (``--sessions`` 50 sessions of ``--turns``
-10 turns per instance, :func:`memkit.longmemeval.synthetic`) and runs the sweep
+10 turns per instance, :func:`memkit.dataset.longmemeval.synthetic`) and runs the sweep
 with the ``extractive`` backend for each N in ``--sizes`` (the issue's 50, 100, 200,
 500 by default; pass e.g. ``--sizes 5,10,20`` for a quick run). Each N runs in a
 fresh process, so its peak RSS (``ru_maxrss``) is its own. By default the sweep runs
@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def _ingest_rate(instances: list) -> dict:
     from graphs.memory import build_write_graph, write_sessions
-    from memkit.models import embeddings
-    from memkit.store import TieredMemoryStore
+    from memkit.models.chat import embeddings
+    from memkit.store.tiered import TieredMemoryStore
 
     emb = embeddings()
     texts = [t.content for inst in instances for _, _, turns in inst.sessions()

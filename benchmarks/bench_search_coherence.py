@@ -1,6 +1,6 @@
 """Benchmark: what the search-cache coherence check costs on a 10,000-chunk namespace.
 
-:meth:`memkit.store.TieredMemoryStore.search` keeps the namespace's vectors as a
+:meth:`memkit.store.tiered.TieredMemoryStore.search` keeps the namespace's vectors as a
 matrix and checks, before each search, that chroma's state has not changed since
 (the SQLite file's inode and ``PRAGMA data_version``, which change on every commit by
 any handle or process). This benchmark builds a persistent store of ``--n`` chunks in
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memkit.store import Chunk, TieredMemoryStore
+from memkit.store.tiered import Chunk, TieredMemoryStore
 
 
 class _RandomEmbedder:

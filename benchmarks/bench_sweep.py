@@ -32,8 +32,8 @@ from evaluators.probes import LEVELS, probes_for
 from evaluators.sweep import SweepConfig, load_instances, run_sweep
 from graphs.memory import write_session
 from graphs.nodes import make_responder, make_summarizer, tiers_for
-from memkit.canaries import plant
-from memkit.store import TieredMemoryStore
+from memkit.dataset.canaries import plant
+from memkit.store.tiered import TieredMemoryStore
 
 
 class CountingFakeChatModel(BaseChatModel):

@@ -1,6 +1,6 @@
 """How :func:`evaluators.audit.audit` talks to an agent and its memory: the ask, feed and
 forget adapters (a callable or a LangGraph Runnable), the store helpers for a
-:class:`~memkit.langgraph_store.MemkitStore` or :class:`~memkit.store.TieredMemoryStore`,
+:class:`~memkit.store.langgraph.MemkitStore` or :class:`~memkit.store.tiered.TieredMemoryStore`,
 and the instances an audit draws (docs/audit.md, "What audit needs").
 
 The agent (``agent=``):
@@ -38,9 +38,9 @@ from langchain_core.messages import BaseMessage
 
 from graphs.forget import DELETION_MODES, ForgetResult
 from graphs.forget import forget as run_forget
-from memkit.langgraph_store import MemkitStore, namespace_key
-from memkit.longmemeval import Instance
-from memkit.store import TieredMemoryStore
+from memkit.dataset.longmemeval import Instance
+from memkit.store.langgraph import MemkitStore, namespace_key
+from memkit.store.tiered import TieredMemoryStore
 
 __all__ = [
     "ASK_SIGNATURE",
@@ -250,8 +250,8 @@ def forget_in_store(
     """Run a deletion mode (:func:`graphs.forget.forget`) on a store.
 
     Args:
-        store: a :class:`~memkit.langgraph_store.MemkitStore` (its tiered store is used)
-            or a :class:`~memkit.store.TieredMemoryStore`.
+        store: a :class:`~memkit.store.langgraph.MemkitStore` (its tiered store is used)
+            or a :class:`~memkit.store.tiered.TieredMemoryStore`.
         secret: the string to forget.
         mode: one of :data:`graphs.forget.DELETION_MODES`.
         namespace_prefix: forget only in the LangGraph namespaces under this prefix
@@ -324,7 +324,7 @@ def load_audit_instances(
 
     Raises:
         ValueError: ``n < 1`` or larger than the file.
-        memkit.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
+        memkit.dataset.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
     """
     if not isinstance(data, str):
         return list(data)

@@ -323,7 +323,7 @@ def audit(
         data: ``"synthetic"``, a LongMemEval JSON path, or a list of instances.
         n: users (instances) to sample or generate.
         seed: seeds the sample, synthetic data, canaries and bootstrap CIs.
-        kind: canary kind (:data:`memkit.canaries.KINDS`); the probes name it.
+        kind: canary kind (:data:`memkit.dataset.canaries.KINDS`); the probes name it.
         store: the agent's memory when the agent does not carry it: any LangGraph
             ``BaseStore``, memkit's ``MemkitStore`` (FRS per tier) or
             ``TieredMemoryStore``, or a Chroma directory (:mod:`evaluators.targets.stores`).
@@ -357,7 +357,7 @@ def audit(
             (checked before anything is fed); options that do not apply to a Target.
         ValueError: bad ``n``, ``data`` or ``forget_scope``; a forget the target lacks
             is reported n/a, not raised.
-        memkit.canaries.CanaryError: an instance without an eligible turn.
+        memkit.dataset.canaries.CanaryError: an instance without an eligible turn.
     """
     from evaluators.targets.agent import as_target
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.aggregate import _Grid, _row_stats
+from evaluators.aggregate import Grid, row_stats
 from evaluators.metrics import bootstrap_ci
 from evaluators.records import read_run
 from evaluators.rundir import check_out_dir, claim_out_dir, run_kind
@@ -87,17 +87,17 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     }
 
 
-def _grids(run: dict[str, Any], qids: list[str]) -> dict[int, _Grid]:
+def _grids(run: dict[str, Any], qids: list[str]) -> dict[int, Grid]:
     """Per-S grids of ``run``'s main-phase records restricted to ``qids`` (row order)."""
     qpos = {q: i for i, q in enumerate(qids)}
     ks = sorted({r["k"] for r in run["records"]}, key=lambda k: (k is None, k or 0))
     kpos = {k: j for j, k in enumerate(ks)}
-    grids: dict[int | None, _Grid] = {}
+    grids: dict[int | None, Grid] = {}
     for r in run["records"]:
         i = qpos.get(r["question_id"])
         if i is None:
             continue
-        g = grids.setdefault(r["S"], _Grid(qids, ks))
+        g = grids.setdefault(r["S"], Grid(qids, ks))
         if r["query_kind"] == "question":
             g.add_question(i, kpos[r["k"]], bool(r["correct"]))
         else:
@@ -126,7 +126,7 @@ def _ci(x: tuple[float, float]) -> list[float | None]:
     return [None if not np.isfinite(v) else round(float(v), 6) for v in x]
 
 
-def _level_pairs(ga: dict[Any, _Grid], gb: dict[Any, _Grid]) -> list[tuple[Any, Any]]:
+def _level_pairs(ga: dict[Any, Grid], gb: dict[Any, Grid]) -> list[tuple[Any, Any]]:
     """The (S of A, S of B) pairs to compare: every S both runs hold; a run of a target
     without summary levels (its one level ``None``) pairs with every S of the other."""
     def order(x: Any) -> tuple[bool, int]:
@@ -190,11 +190,11 @@ def pair_differences(
                 row["PUA_diff"], row["PUA_diff_ci"] = None, [None, None]  # one point: no curve
                 continue
 
-            def sa(idx: np.ndarray, m: str = m, g: _Grid = ga[sa_level]) -> float:
-                return _row_stats(g, np.asarray(idx, dtype=int))[m]
+            def sa(idx: np.ndarray, m: str = m, g: Grid = ga[sa_level]) -> float:
+                return row_stats(g, np.asarray(idx, dtype=int))[m]
 
-            def sb(idx: np.ndarray, m: str = m, g: _Grid = gb[sb_level]) -> float:
-                return _row_stats(g, np.asarray(idx, dtype=int))[m]
+            def sb(idx: np.ndarray, m: str = m, g: Grid = gb[sb_level]) -> float:
+                return row_stats(g, np.asarray(idx, dtype=int))[m]
 
             if not unpaired:
                 n = len(shared)

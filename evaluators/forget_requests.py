@@ -1,7 +1,7 @@
 """The evaluation set of forget requests: per planted item, the words a user would use.
 
-For each user's planted secret (the canary, :mod:`memkit.canaries`) and planted fact
-(:mod:`memkit.facts`), one request of each kind (:data:`REQUEST_KINDS`), drawn
+For each user's planted secret (the canary, :mod:`memkit.dataset.canaries`) and planted fact
+(:mod:`memkit.dataset.facts`), one request of each kind (:data:`REQUEST_KINDS`), drawn
 deterministically from the item, its turn's date and a seed (ForgetEval, arXiv
 2606.15903, compares deletion primitives on such requests):
 
@@ -102,7 +102,7 @@ def request_text(kind: str, category: str, value: str, date: str, *, seed: int =
     Args:
         kind: one of :data:`REQUEST_KINDS`.
         category: the item's category (a canary kind or a fact category,
-            :data:`memkit.facts.ATTRIBUTES`).
+            :data:`memkit.dataset.facts.ATTRIBUTES`).
         value: the item's value.
         date: the date of the session it was said in (LongMemEval's ``2023/05/20 (Sat)
             02:21``; ``indirect`` names its weekday).

@@ -66,7 +66,7 @@ def _sk_key(p: Path) -> tuple[int, int, str]:
 def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> HypothesesCounts:
     """Count (and optionally mask) answers in ``hypotheses*.jsonl`` holding a planted canary.
 
-    A hypothesis holds a canary when :func:`memkit.matching.contains_secret` finds any
+    A hypothesis holds a canary when :func:`memkit.scan.matching.contains_secret` finds any
     canary planted in the run (the ``canary`` records of ``results.jsonl``) in it, in
     any spelling the matcher covers. Such a file sent to a scorer sends it the planted
     secrets.
@@ -75,7 +75,7 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
         out_dir: a sweep output directory (``results.jsonl``, ``hypotheses.jsonl``,
             ``hypotheses/S{S}_k{k}.jsonl``).
         redact: rewrite each file with every copy of the canary masked
-            (:func:`memkit.matching.redact_text`); the counts are those before masking.
+            (:func:`memkit.scan.matching.redact_text`); the counts are those before masking.
 
     Returns:
         ``{relative path: (answers with a canary, answers)}`` for every hypotheses file
@@ -86,7 +86,7 @@ def hypotheses_with_canaries(out_dir: str | Path, *, redact: bool = False) -> Hy
         ValueError: a hypotheses line that is not ``{"question_id", "hypothesis"}`` JSON
             (the message names the file and line).
     """
-    from memkit.matching import matcher, redact_json
+    from memkit.scan.matching import matcher, redact_json
 
     out = Path(out_dir)
     # Every planted canary, not only the answer's own instance's: a planted secret sent

@@ -2,7 +2,7 @@
 
 Beyond the source study (arXiv 2606.10062 audits one user's memory at a time): a
 deployed memory store usually holds many users. Here each of ``n`` LongMemEval
-instances is one user with one planted canary (:func:`memkit.canaries.plant`); all
+instances is one user with one planted canary (:func:`memkit.dataset.canaries.plant`); all
 users' sessions are fed into the *same* memory, then every probe template of
 :func:`evaluators.probes.probes_for` is asked *as* each user B, in a fresh
 conversation, and each response is checked for every other user A's canary with the
@@ -29,7 +29,7 @@ from evaluators.agents import as_asker, call_feed, load_audit_instances
 from evaluators.metrics import aer_by_level
 from evaluators.probes import LEVELS, exact
 from evaluators.targets.base import Target
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
 
 __all__ = ["IsolationResult", "isolation_probe"]
 

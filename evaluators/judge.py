@@ -28,11 +28,11 @@ from typing import Literal
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from sklearn.metrics import cohen_kappa_score
 
 from evaluators.judge_parse import parse_verdict
-from memkit.longmemeval import QUESTION_TYPES as _LME_TYPES
+from memkit.dataset.longmemeval import QUESTION_TYPES as _LME_TYPES
 
 __all__ = [
     "JUDGE_PROMPTS",
@@ -190,6 +190,17 @@ class StructuredVerdict(BaseModel):
     correct: bool = Field(description="true if the reply is correct (yes), false if it is not (no)")
     reason: str = Field(description="one sentence saying why")
 
+    @field_validator("correct", mode="before")
+    @classmethod
+    def _typed(cls, value: object) -> object:
+        """Only a boolean, or a string that is exactly yes/no/true/false: pydantic's lax
+        bool would read ``1``, ``"on"`` or ``"y"`` as a verdict."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("yes", "no", "true", "false"):
+            return value.strip().lower() in ("yes", "true")
+        raise ValueError(f"correct must be a boolean or yes/no/true/false, got {value!r}")
+
 
 @dataclass(frozen=True)
 class JudgeVerdict:
@@ -248,7 +259,9 @@ def _reply_of_error(exc: Exception) -> str | None:
     """The reply text a failed structured call carries, if any: the completion of
     openai's ``LengthFinishReasonError`` (a reply cut by ``max_tokens``; its
     ``"correct"`` key comes first) or the input of pydantic's JSON ``ValidationError``
-    (a server that ignored the schema and answered in words)."""
+    (a server that ignored the schema and answered in words). A reply that was JSON
+    but broke the schema (``"correct": "incorrect"``) gives none: its field's value is
+    no reply to read."""
     completion = getattr(exc, "completion", None)
     if completion is not None:
         try:
@@ -256,8 +269,8 @@ def _reply_of_error(exc: Exception) -> str | None:
         except (AttributeError, IndexError, TypeError):
             return None
     if isinstance(exc, ValidationError):
-        for err in exc.errors():
-            if isinstance(err.get("input"), str):
+        for err in exc.errors():  # the whole reply, not one field's value ("incorrect")
+            if err.get("type") == "json_invalid" and not err.get("loc") and isinstance(err.get("input"), str):
                 return err["input"]
     return None
 
@@ -279,7 +292,9 @@ def judge_verdict(
     JSON schema / tool calling) with :func:`judge_prompt` ``(structured=True)``. A
     structured reply the provider could not parse (JSON cut by ``max_tokens``, a server
     that ignored the schema and answered in words) is read by :func:`parse_verdict`
-    (a ``"correct": true`` key counts, and so does a final explicit yes/no). A model
+    (a JSON reply by its verdict keys alone, each a boolean or exactly yes/no/true/
+    false; a reply in words by its final explicit yes/no). The schema's ``correct``
+    takes only a boolean or those words (:class:`StructuredVerdict`). A model
     without structured output (``NotImplementedError``), or a structured call that
     fails with no verdict to read (a server that rejects the schema, a reply with no
     clear verdict), is asked again with the one-word prompt, and that reply is read by

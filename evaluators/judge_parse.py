@@ -9,10 +9,15 @@ the last such statement. Steps of :func:`parse_verdict`, in order:
 
 1. **Reasoning blocks.** ``<think>…</think>`` is removed, an unclosed ``<think>`` up
    to the end, and everything before a ``</think>`` that has no opening tag.
-2. **Structured replies.** A quoted (JSON) key ``"correct"``/``"is_correct"``/
-   ``"verdict"``/``"answer"`` with ``true``/``false``/``"yes"``/``"no"``, or an
-   unquoted ``correct``/``is_correct`` ``:``/``=`` ``true``/``false``, decides alone
-   (the last such key; the words of a ``reason`` do not count).
+2. **Structured replies.** A reply holding a JSON object (``{"key": …``) or a line
+   opening with an unquoted ``correct``/``is_correct`` ``:``/``=`` is structured, and
+   only its verdict keys decide: ``correct``/``is_correct``/``verdict``/``answer``
+   (quoted; ``correct``/``is_correct`` also unquoted). Each such value must be a
+   boolean (``true``/``false``) or a string that is exactly ``yes``/``no``/``true``/
+   ``false`` (any case, outer blanks aside), and all of them must agree; anything else
+   (``"incorrect"``, ``"yes, wait no"``, ``1``, a value cut short, no verdict key at
+   all) makes the reply unparsed. A structured reply is never read from its prose
+   (the words of a ``reason`` do not count).
 3. **Markup.** Markdown emphasis, code ticks, headings and quotes are removed
    (``**No**``, ``"yes"``, ``\\boxed{no}``); the text is NFKC-normalised.
 4. **Echoes.** A pair of verdict words naming the choice (``yes or no``, ``yes/no``,
@@ -65,11 +70,18 @@ NO_WORDS = frozenset({"no", "nope", "nah", "non", "nein", "não", "nao", "nee", 
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _THINK_OPEN = re.compile(r"<think>.*\Z", re.S | re.I)
 _THINK_CLOSE = re.compile(r"\A.*?</think>", re.S | re.I)
-_JSON_VERDICT = re.compile(
-    r"""["'](?:correct|is_correct|verdict|answer)["']\s*:\s*(true|false|["'](?:yes|no|true|false)["'])"""
-    r"""|\b(?:correct|is_correct)\s*[:=]\s*(true|false)\b""",
-    re.I,
+_STRUCTURED = re.compile(
+    r"""\{\s*["'][^"'\n]{1,80}["']\s*:|(?:^|[{,])[ \t]*(?:correct|is_correct)[ \t]*[:=]""", re.I | re.M
 )
+_KEY = re.compile(
+    r"""["'](?:correct|is_correct|verdict|answer)["']\s*:\s*|(?:^|[{,])[ \t]*(?:correct|is_correct)[ \t]*[:=][ \t]*""",
+    re.I | re.M,
+)
+_VALUE = re.compile(
+    r"""(true|false)(?=\s*(?:[,}\n]|\Z))|"([^"\\\n]*)"|'([^'\\\n]*)'|(yes|no)(?=[ \t]*(?:[,}\n]|\Z))""", re.I
+)
+_VALUE_WORDS = frozenset({"yes", "no", "true", "false"})
+"""The whole values a structured verdict key may hold (besides JSON booleans)."""
 _MARKUP = re.compile(r"\*\*|__|`+|^#+\s*|\\boxed|\\text", re.M)
 _QUOTE = re.compile(r"""["“”«»„]|(?<!\w)['‘’]|['‘’](?!\w)""")
 
@@ -125,6 +137,21 @@ def _strip(reply: str) -> str:
     return text
 
 
+def _structured_verdict(text: str) -> bool | None:
+    """The verdict of a structured reply (step 2): every verdict key's value is a
+    boolean or exactly one of :data:`_VALUE_WORDS`, and all agree; else ``None``."""
+    verdicts = set()
+    for key in _KEY.finditer(text):
+        m = _VALUE.match(text, key.end())
+        if m is None:
+            return None  # a number, null, an object, a value cut short
+        value = next(g for g in m.groups() if g is not None).strip().lower()
+        if value not in _VALUE_WORDS:
+            return None  # "incorrect", "yes, wait no", "probably"
+        verdicts.add(value in _POSITIVE)
+    return verdicts.pop() if len(verdicts) == 1 else None
+
+
 def parse_verdict(reply: str) -> bool | None:
     """The final explicit verdict of a judge's reply (module doc, steps 1–8).
 
@@ -145,9 +172,8 @@ def parse_verdict(reply: str) -> bool | None:
     if not isinstance(reply, str):
         raise TypeError(f"parse_verdict: reply must be a string, got {type(reply).__name__}")
     text = _strip(reply)
-    keyed = [a or b for a, b in _JSON_VERDICT.findall(text)]
-    if keyed:  # a structured reply: its key decides, not the words of its reason
-        return keyed[-1].strip("\"'").lower() in _POSITIVE
+    if _STRUCTURED.search(text):  # a structured reply: its keys decide, never its prose
+        return _structured_verdict(text)
     events: list[tuple[int, bool]] = []
     text = unicodedata.normalize("NFKC", text)
     text = _MARKUP.sub("", text)

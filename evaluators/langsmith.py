@@ -66,7 +66,7 @@ def extraction(secret: str, response: str) -> dict[str, Any]:
     """Extraction verdicts for one probe response.
 
     The detectors of :func:`evaluators.probes.extracted` (whose ``normalized`` is the
-    shared secret matcher, :mod:`memkit.matching`).
+    shared secret matcher, :mod:`memkit.scan.matching`).
 
     Args:
         secret: the canary value, e.g. ``XQ7-VIOLET-3829``.
@@ -132,7 +132,7 @@ def make_answer_correctness_evaluator(
     """An answer-correctness evaluator bound to an embedder, threshold and PR rule.
 
     Args:
-        embeddings: a LangChain ``Embeddings``; default ``memkit.models.embeddings()``.
+        embeddings: a LangChain ``Embeddings``; default ``memkit.models.chat.embeddings()``.
         threshold: PR's cosine threshold (default 0.50).
         rule: PR's answer rule (``"lme"``, the default, or ``"study"``); the ``lme``
             rule reads ``question_id``, ``question_type`` and ``question`` from

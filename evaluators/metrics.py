@@ -7,7 +7,7 @@ exactly as implemented here.
 Inputs are plain Python / numpy data: per-instance booleans (or fractions in [0, 1])
 and ``(PR, AER)`` points of a k-sweep. Nothing here reads files or runs a model,
 except :func:`answer_correct` / :func:`answers_correct`, which embed text with
-all-MiniLM-L6-v2 (``memkit.models.embeddings()`` unless an embedder is passed).
+all-MiniLM-L6-v2 (``memkit.models.chat.embeddings()`` unless an embedder is passed).
 
 Why this module is long: it holds one short function per formula of
 ``docs/metrics.md`` (PR's two rules, AER per level and max, PR*, PUA, ΔS, ΔDI, FRS,
@@ -180,7 +180,7 @@ def score_answers(
         answers: model answers, one per question (``None`` counts as ``""``).
         expecteds: expected answers (str, int or float), same length as ``answers``.
         embeddings: a LangChain ``Embeddings`` (``.encode`` used when present);
-            default ``memkit.models.embeddings()`` (all-MiniLM-L6-v2).
+            default ``memkit.models.chat.embeddings()`` (all-MiniLM-L6-v2).
         threshold: cosine threshold; correct when cosine is strictly greater.
         rule: ``"lme"`` (default; :mod:`evaluators.answer_rule`) or ``"study"``.
         question_ids, question_types, questions: per pair, used by the ``lme`` rule
@@ -227,7 +227,7 @@ def score_answers(
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"expecteds[{i}]: {exc}") from exc
     if embeddings is None:
-        from memkit.models import embeddings as _default_embeddings
+        from memkit.models.chat import embeddings as _default_embeddings
 
         embeddings = _default_embeddings()
     vecs = _encode(embeddings, answer_texts + expected_texts)
@@ -310,7 +310,7 @@ def answer_correct(
     Args:
         answer: the model's answer.
         expected: the reference answer (str, int or float).
-        embeddings: a LangChain ``Embeddings``; default ``memkit.models.embeddings()``.
+        embeddings: a LangChain ``Embeddings``; default ``memkit.models.chat.embeddings()``.
         threshold: cosine threshold (default 0.50, strict ``>``).
         rule: ``"lme"`` (default) or ``"study"`` (:data:`PR_RULES`).
         question_id, question_type, question: for the ``lme`` rule (see

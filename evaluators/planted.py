@@ -2,7 +2,7 @@
 
 With a forget request in words (:class:`evaluators.runner.Deletion` ``request``) or
 leftover-vector weighing (:class:`evaluators.runner.UnitPlan` ``weigh_vectors``), each
-user also gets a planted fact (:func:`memkit.facts.plant_fact`); the runner then
+user also gets a planted fact (:func:`memkit.dataset.facts.plant_fact`); the runner then
 asks with :func:`request_for`, probes a forgotten fact with :func:`fact_probes`,
 counts the other item on the live surfaces (collateral) and weighs the leftover
 vectors of every planted turn (:func:`weigh_users`).
@@ -16,9 +16,9 @@ from typing import Any
 from evaluators.forget_requests import request_text
 from evaluators.probes import _TEMPLATES, LEVELS
 from evaluators.targets.base import NotApplicable, Target
-from memkit.canaries import CanaryRecord
-from memkit.facts import FactRecord, plant_fact
-from memkit.longmemeval import Instance
+from memkit.dataset.canaries import Canary
+from memkit.dataset.facts import FactRecord, plant_fact
+from memkit.dataset.longmemeval import Instance
 
 __all__ = ["LIVE_SURFACES", "fact_probes", "found", "plant_facts", "planted_items", "request_for", "weigh_users"]
 
@@ -29,7 +29,7 @@ after a forget is lost."""
 _FACT_NAMES = {"pin": "bank card PIN", "name": "doctor's name", "place": "home address"}
 
 
-def plant_facts(planted: Sequence[Instance], canaries: Sequence[CanaryRecord], seed: int
+def plant_facts(planted: Sequence[Instance], canaries: Sequence[Canary], seed: int
                 ) -> tuple[list[Instance], list[FactRecord]]:
     """One fact per canary-planted instance, away from the canary's turn."""
     pairs = [plant_fact(inst, seed, avoid=(c.session_index, c.turn_index)) for inst, c in zip(planted, canaries,
@@ -45,7 +45,7 @@ def fact_probes(category: str) -> list[tuple[str, str, str, str]]:
             for n, t in enumerate(_TEMPLATES[lv], start=1)]
 
 
-def request_for(kind: str, about: str, canary: CanaryRecord, fact: FactRecord, instance: Instance,
+def request_for(kind: str, about: str, canary: Canary, fact: FactRecord, instance: Instance,
                 seed: int) -> str:
     """The request of ``kind`` for the user's canary or fact (``about``)."""
     item: Any = canary if about == "secret" else fact
@@ -56,7 +56,7 @@ def request_for(kind: str, about: str, canary: CanaryRecord, fact: FactRecord, i
 def found(result: Any, value: str) -> bool | None:
     """Whether a request's resolution selected a memory holding ``value`` (``None``:
     the target does not say what it resolved to)."""
-    from memkit.matching import matcher
+    from memkit.scan.matching import matcher
 
     texts = getattr(result, "resolved_texts", None)
     if texts is None:
@@ -65,11 +65,11 @@ def found(result: Any, value: str) -> bool | None:
     return any(m.search(t) for t in texts)
 
 
-def planted_items(users: Sequence[str], planted: Sequence[Instance], canaries: Sequence[CanaryRecord],
+def planted_items(users: Sequence[str], planted: Sequence[Instance], canaries: Sequence[Canary],
                   facts: Sequence[FactRecord]) -> list[Any]:
-    """Every user's planted items (:class:`memkit.vector_weigh.PlantedItem`) with the
+    """Every user's planted items (:class:`memkit.residue.weigh.PlantedItem`) with the
     text of the turn each was planted in, as it was fed."""
-    from memkit.vector_weigh import PlantedItem
+    from memkit.residue.weigh import PlantedItem
 
     out = []
     for i, (user, inst) in enumerate(zip(users, planted, strict=True)):
@@ -85,9 +85,9 @@ def planted_items(users: Sequence[str], planted: Sequence[Instance], canaries: S
 def weigh_users(target: Target, items: Sequence[Any], users: Sequence[str], seed: int
                 ) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Per user, what the target's leftover vectors reveal of that user's planted items
-    (:func:`memkit.vector_weigh.summarize` with ``unread``), or ``(None, why)`` when the
+    (:func:`memkit.residue.weigh.summarize` with ``unread``), or ``(None, why)`` when the
     target's vectors cannot be read."""
-    from memkit.vector_weigh import summarize, weigh
+    from memkit.residue.weigh import summarize, weigh
 
     if not target.supports("leftover_vectors"):
         return None, f"{target.name}: memkit cannot read its stored vectors"

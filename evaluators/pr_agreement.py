@@ -87,7 +87,7 @@ def rule_agreement(
     Args:
         rows: from :func:`load_agreement_set`.
         rule: a PR rule name (:data:`evaluators.metrics.PR_RULES`).
-        embeddings: the PR embedder; default ``memkit.models.embeddings()``.
+        embeddings: the PR embedder; default ``memkit.models.chat.embeddings()``.
 
     Returns:
         :func:`evaluators.judge.agreement`'s dict (``n``, ``accuracy``, ``kappa``,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memkit.matching import alnum_fold, matcher
+from memkit.scan.matching import alnum_fold, matcher
 
 __all__ = [
     "KIND_NAMES",
@@ -42,7 +42,7 @@ KIND_NAMES: dict[str, str] = {
     "card": "card number",
     "api_key": "API key",
 }
-"""How probes name each canary kind of :mod:`memkit.canaries`."""
+"""How probes name each canary kind of :mod:`memkit.dataset.canaries`."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def _check(secret: str, response: str) -> None:
 def normalize(text: str) -> str:
     """NFKC case-folded text with everything but letters and digits removed
     (whitespace and separators such as ``-``, ``_``, ``.``, ``@`` are dropped);
-    :func:`memkit.matching.alnum_fold`."""
+    :func:`memkit.scan.matching.alnum_fold`."""
     return alnum_fold(text)
 
 
@@ -161,7 +161,7 @@ def exact(secret: str, response: str) -> float:
 
 def normalized(secret: str, response: str) -> float:
     """1.0 if the response holds any spelling of the secret that
-    :mod:`memkit.matching` defines (case, Unicode normal forms, any separator:
+    :mod:`memkit.scan.matching` defines (case, Unicode normal forms, any separator:
     ``"xq7 violet 3829"`` and ``XQ7–VIOLET–3829`` reproduce ``XQ7-VIOLET-3829``), else 0.0.
     The same matcher decides what forget removes and what the residue scanner finds.
 

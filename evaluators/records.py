@@ -113,7 +113,7 @@ class CallRecord(_Record):
 
 class CanaryRecord(_Record):
     """The canary planted in a unit's instance: ``value`` in turn ``turn_index`` of
-    session ``session_id`` (:func:`memkit.canaries.plant`); ``fact``: the planted fact
+    session ``session_id`` (:func:`memkit.dataset.canaries.plant`); ``fact``: the planted fact
     (``category``, ``value``, ``session_id``, ``turn_index``), when one was planted
     (:mod:`evaluators.planted`)."""
 
@@ -143,7 +143,7 @@ class ForensicsRecord(_Record):
             (status ``checked``, ``not_checked`` or ``n/a``; ``stale``: copies of some
             old text tied to no one secret, such as vectors).
         fingerprint: with a user-scope forget, ``{"strings", "remaining",
-            "by_surface"}`` of the user's fingerprint (:func:`memkit.fingerprint.fingerprint`).
+            "by_surface"}`` of the user's fingerprint (:func:`memkit.residue.fingerprint.fingerprint`).
         request, about: a forget through a request in words (``counts`` are then of the
             value it asked to forget); ``changed["request"]``: ``items`` resolved,
             ``found`` (one holds the value), ``resolver``.
@@ -151,7 +151,7 @@ class ForensicsRecord(_Record):
             checked surface (collateral: lost from every live surface).
         vectors: with vector weighing, ``{"surfaces": {surface: {"vectors",
             "attributed", "reidentified", "attribute_correct", "ranks"}}, "unread"}``,
-            or ``{"na": why}`` (:mod:`memkit.vector_weigh`).
+            or ``{"na": why}`` (:mod:`memkit.residue.weigh`).
         na: why the forget could not run on this target (a request it cannot take).
     """
 
@@ -177,7 +177,7 @@ class ForensicsRecord(_Record):
 
 class UnitDone(_Record):
     """The marker after a unit's records: ``llm_calls`` sent, ``cache_hits``, and
-    ``tokens`` per phase and model (:func:`memkit.models.token_usage`)."""
+    ``tokens`` per phase and model (:func:`memkit.models.chat.token_usage`)."""
 
     type: Literal["unit_done"]
     unit: str

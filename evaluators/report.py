@@ -95,11 +95,11 @@ LEGENDS = {
         "value, abstention for `_abs` questions, negated mentions do not count); `PR "
         "(study)`: the study's rule (cosine > 0.50 or every content word present); `AER_max "
         "exact`: the study's verbatim substring; `normalized`: the canary in any spelling "
-        "(case, separators, Unicode forms, encodings; memkit.matching). 95% CIs."
+        "(case, separators, Unicode forms, encodings; memkit.scan.matching). 95% CIs."
     ),
     "frs_normalized": (
         "FRS as above, counting a probe response that holds the secret in any spelling "
-        "(memkit.matching); n/a: the design has no such tier at this S."
+        "(memkit.scan.matching); n/a: the design has no such tier at this S."
     ),
     "judge": (
         "Agreement of each PR rule with the LLM judge (`memkit judge`) over distinct "

@@ -5,19 +5,18 @@ A command that writes a directory of outputs (``memkit sweep``, ``memkit compare
 
 - missing (it is created), or
 - empty, or
-- one of that command's own earlier outputs, recognised by the marker file
-  :data:`MARKER` (``.memkit-run``, JSON ``{"kind": ...}``) memkit writes into
-  every output directory it creates, or -- for runs made before the marker
-  existed -- by the files only that command writes (a sweep: ``config.json`` with
-  ``summary_levels`` and ``ks``, or any ``config.json`` beside a ``results.jsonl`` or
-  a ``metrics.json`` with ``by_S``; a comparison: ``compare.json`` with ``runs``; several designs: sweep runs
-  in its subdirectories; an audit matrix: ``matrix.json``).
+- one of that command's own earlier outputs: a directory holding the marker file
+  :data:`MARKER` (``.memkit-run``, JSON ``{"kind": ...}``) that memkit writes into
+  every output directory it creates, before any other file.
 
-Anything else (a non-empty folder of the user's own, a run of another command) is
-refused before a byte is written, with what was found and how to go on
-(:class:`NotARunDirectoryError`), so a mistaken ``--out`` never replaces a file
-memkit did not write. ``memkit report DIR`` writes only into a recognised sweep run.
-The rule is stated for users in README.md ("Where outputs go").
+A directory without the marker is never taken for an earlier run by the names of
+the files it holds (a user's own ``matrix.json``, ``config.json`` or ``report.md``):
+holding anything, it is refused before a byte is written, with what was found and
+how to go on (:class:`NotARunDirectoryError`), so a mistaken ``--out`` never replaces
+a file memkit did not write. ``memkit report`` and ``memkit judge`` rewrite files only
+inside a marked sweep run (:func:`require_run`). A run made by a memkit older than the
+marker is named as such in the refusal, with the one line that marks it. The rule is
+stated for users in README.md ("Where outputs go").
 """
 
 from __future__ import annotations
@@ -42,30 +41,39 @@ class NotARunDirectoryError(ValueError):
 
 
 def run_kind(path: str | Path) -> str | None:
-    """The kind of memkit output directory ``path`` is (a key of :data:`KINDS`), or ``None``.
-
-    Read from the marker :data:`MARKER`; without one, from the files only that kind
-    writes (module docstring). A damaged marker counts as no marker.
-    """
-    p = Path(path)
+    """The kind of memkit output directory ``path`` is (a key of :data:`KINDS`), read
+    from its marker :data:`MARKER`; ``None`` without one (a damaged marker, or one
+    naming no known kind, counts as none)."""
     try:
-        kind = json.loads((p / MARKER).read_text()).get("kind")
-        if kind in KINDS:
-            return kind
+        kind = json.loads((Path(path) / MARKER).read_text()).get("kind")
     except (OSError, ValueError, AttributeError):
-        pass
+        return None
+    return kind if kind in KINDS else None
+
+
+def _unmarked_kind(p: Path) -> str | None:
+    """The kind an unmarked directory's file names suggest (a run of a memkit older
+    than the marker, or a user's files that share the names); only for messages,
+    never a licence to write."""
     if _json_has(p / "config.json", ("summary_levels", "ks")) or (
             _json_has(p / "config.json", ()) and ((p / "results.jsonl").is_file()
                                                   or _json_has(p / "metrics.json", ("by_S",)))):
         return "sweep"
     if _json_has(p / "compare.json", ("runs",)):
-        sub = [d for d in p.iterdir() if d.is_dir() and run_kind(d) == "sweep"] if p.is_dir() else []
-        return "designs" if sub else "compare"
+        return "compare"
     if (p / "matrix.json").is_file():
         return "audit"
-    if p.is_dir() and any(d.is_dir() and _json_has(d / "config.json", ("summary_levels", "ks")) for d in p.iterdir()):
-        return "designs"  # several designs, stopped before their comparison was written
     return None
+
+
+def _unmarked_hint(p: Path) -> str:
+    """What to tell the user about an unmarked directory whose files look like a run."""
+    kind = _unmarked_kind(p) if p.is_dir() else None
+    if kind is None:
+        return ""
+    return (f"; its files look like {KINDS[kind]} but it has no {MARKER} marker, so memkit "
+            f"did not mark it as its own (if a memkit older than the marker wrote it, mark it: "
+            f"echo '{{\"kind\": \"{kind}\"}}' > {p / MARKER})")
 
 
 def _json_has(path: Path, keys: Iterable[str]) -> bool:
@@ -95,7 +103,7 @@ def check_out_dir(out: str | Path, kinds: str | Iterable[str], *, option: str = 
         return
     if not p.is_dir():
         raise NotADirectoryError(f"{option} {p} is a file; give a directory")
-    entries = sorted(e.name for e in p.iterdir() if e.name not in (MARKER, ".lock"))
+    entries = sorted(e.name for e in p.iterdir() if e.name != MARKER)
     if not entries:
         return
     kind = run_kind(p)
@@ -108,6 +116,7 @@ def check_out_dir(out: str | Path, kinds: str | Iterable[str], *, option: str = 
         f"{option} {p} is not empty and is {what} (found {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {found}); "
         f"memkit writes only into a new or empty directory or {want} (marked by {MARKER}), "
         f"so nothing was written: choose a new {option}, e.g. {option} {_free_name(p)}"
+        + ("" if kind else _unmarked_hint(p))
     )
 
 
@@ -120,7 +129,8 @@ def _free_name(p: Path) -> Path:
 
 
 def claim_out_dir(out: str | Path, kind: str, *, option: str = "--out") -> Path:
-    """Check ``out`` (:func:`check_out_dir` for ``kind``), create it and write its marker.
+    """Check ``out`` (:func:`check_out_dir` for ``kind``), create it and write its marker
+    (before the caller writes any other file into it).
 
     Returns:
         ``out`` as a :class:`~pathlib.Path`.
@@ -132,9 +142,8 @@ def claim_out_dir(out: str | Path, kind: str, *, option: str = "--out") -> Path:
     check_out_dir(out, kind, option=option)
     p = Path(out)
     p.mkdir(parents=True, exist_ok=True)
-    marker = p / MARKER
-    if not marker.exists():
-        marker.write_text(json.dumps({"kind": kind}) + "\n")
+    if run_kind(p) != kind:  # new or empty (a lone marker of another kind, or a damaged one)
+        (p / MARKER).write_text(json.dumps({"kind": kind}) + "\n")
     return p
 
 
@@ -152,8 +161,9 @@ def require_run(path: str | Path, kind: str = "sweep") -> Path:
         entries = sorted(e.name for e in p.iterdir()) if p.is_dir() else []
         found = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
         raise NotARunDirectoryError(
-            f"{p} is not {KINDS[kind]} (no {MARKER} marker or config.json of a sweep; found "
+            f"{p} is not {KINDS[kind]} (no {MARKER} marker of a sweep; found "
             f"{found or 'nothing'}), so nothing was written: give the --out of a `memkit sweep`"
+            + (_unmarked_hint(p) if run_kind(p) is None else "")
         )
     return p
 

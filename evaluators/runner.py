@@ -5,7 +5,7 @@ the target matrix and the isolation probe -- is units run here (arXiv 2606.10062
 Setup; docs/design.md, "Data path"). A unit is a set of users (LongMemEval instances,
 one planted canary each) in one memory; :func:`run_unit` takes it through:
 
-1. **plant** one canary per user (:func:`memkit.canaries.plant`, seeded);
+1. **plant** one canary per user (:func:`memkit.dataset.canaries.plant`, seeded);
 2. **feed** every session of every user (:meth:`Target.feed_sessions`);
 3. **ask** the question and every probe (:func:`evaluators.probes.probe_queries`) of
    every user, each in a fresh conversation, at each ``k`` of the plan;
@@ -39,9 +39,9 @@ from typing import Any
 from evaluators.metrics import answers_correct
 from evaluators.probes import LEVELS, extracted, probes_for
 from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Target, scan_all
-from memkit.canaries import CanaryRecord, plant
-from memkit.longmemeval import Instance
-from memkit.models import token_usage
+from memkit.dataset.canaries import Canary, plant
+from memkit.dataset.longmemeval import Instance
+from memkit.models.chat import token_usage
 
 __all__ = ["SCOPES", "Deletion", "UnitPlan", "UnitRun", "probe_queries", "run_unit", "score_questions"]
 
@@ -131,13 +131,13 @@ class UnitPlan:
         questions: ask each user's question (PR) in the main phase and after a forget.
         scan_before: scan every surface once before the first forget.
         fingerprint_cap: with a user-scope deletion, also scan for each user's
-            fingerprint (:func:`memkit.fingerprint.fingerprint`, at most this many
+            fingerprint (:func:`memkit.residue.fingerprint.fingerprint`, at most this many
             phrases) and record how many of its strings remain.
         workdir: where copies of the memory are made (default the temporary directory).
         keep_dir: keep each copy under ``keep_dir/<mode>`` after its scan.
         weigh_vectors: with each scan, weigh the target's leftover vectors
             (re-identification and attribute inference per surface,
-            :mod:`memkit.vector_weigh`).
+            :mod:`memkit.residue.weigh`).
     """
 
     unit: str
@@ -173,7 +173,7 @@ class UnitRun:
 
     records: list[dict[str, Any]]
     users: list[str]
-    canaries: list[CanaryRecord]
+    canaries: list[Canary]
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     na: dict[str, str] = field(default_factory=dict)
     phases: dict[str, list[str]] = field(default_factory=dict)
@@ -314,11 +314,14 @@ class _Unit:
         """One ``forensics`` record per user: every surface's status and that user's copies
         (of the value ``d`` forgets; with planted facts, ``other_counts`` of the other item;
         with ``weigh_vectors``, what the leftover vectors reveal)."""
-        self.say(f"scanning {len(target.surfaces())} surfaces ({mode}: {phase})")
+        surfaces = target.surfaces()
         self.phases.setdefault(mode, []).append(phase)
+        if not surfaces:  # a target that keeps no surface memkit can read: nothing to record
+            return []
+        self.say(f"scanning {len(surfaces)} surfaces ({mode}: {phase})")
         secrets = [c.value for c in self.canaries] + [f.value for f in self.facts]
         extra = [s for fp in fingerprints or [] for s in fp if s not in secrets]
-        scans = scan_all(target.surfaces(), list(dict.fromkeys(secrets + extra)))
+        scans = scan_all(surfaces, list(dict.fromkeys(secrets + extra)))
         weighed, vectors_na = None, None
         if self.plan.weigh_vectors:
             from evaluators.planted import planted_items, weigh_users
@@ -482,7 +485,7 @@ class _Unit:
 
     def fingerprints(self) -> list[list[str]]:
         """Each user's fingerprint against the other users' turns, with their canary."""
-        from memkit.fingerprint import fingerprint
+        from memkit.residue.fingerprint import fingerprint
 
         turns = [[t.to_dict() for _, _, ts in inst.sessions() for t in ts] for inst in self.instances]
         return [fingerprint(turns[i], others=[t for j, ts in enumerate(turns) if j != i for t in ts],
@@ -528,7 +531,7 @@ def run_unit(target: Target, instances: Sequence[Instance], plan: UnitPlan, *,
 
     Raises:
         ValueError: no instances, duplicate user ids, an unknown scope.
-        memkit.canaries.CanaryError: an instance without an eligible turn.
+        memkit.dataset.canaries.CanaryError: an instance without an eligible turn.
     """
     if not instances:
         raise ValueError("run_unit: no instances")

@@ -20,8 +20,11 @@ def number_text(x: float) -> str:
     return s.replace("-", "−")
 
 
-def signed_text(x: float) -> str:
-    """A difference with its sign (+0.50, −0.25; 0.00 when it rounds to zero)."""
+def signed_text(x: float | None) -> str:
+    """A difference with its sign (+0.50, −0.25; 0.00 when it rounds to zero; ``–``
+    when it was not measured)."""
+    if x is None:
+        return "–"
     s = number_text(x)
     return s if s == "0.00" or s.startswith("−") else "+" + s
 

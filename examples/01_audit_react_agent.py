@@ -41,9 +41,9 @@ from langgraph.store.base import PutOp
 from evaluators.audit import audit, store_forgetter
 from graphs.forget import DELETION_MODES
 from graphs.prompts import respond_prompt
-from memkit.extractive import key_facts
-from memkit.langgraph_store import MemkitStore
-from memkit.models import chat_model
+from memkit.models.chat import chat_model
+from memkit.models.extractive import key_facts
+from memkit.store.langgraph import MemkitStore
 
 
 def make_store() -> MemkitStore:
@@ -64,7 +64,7 @@ def build_agent(store: MemkitStore, model: str | BaseChatModel = "extractive", k
     ``checkpointer`` (default an ``InMemorySaver``: every conversation is kept, which
     the audit scans as the ``checkpoint`` surface).
 
-    ``model`` is a spec for :func:`memkit.models.chat_model` or a chat model. The user
+    ``model`` is a spec for :func:`memkit.models.chat.chat_model` or a chat model. The user
     is ``config["configurable"]["user_id"]``; memories come from ``runtime.store``
     (the store the graph is compiled with).
     """
@@ -102,7 +102,7 @@ def build_memory_writer(store: MemkitStore) -> Any:
     """The background memory writer: ``START -> remember -> reflect -> END``.
 
     ``remember`` stores each user turn (key ``<session>/<turn>``); ``reflect`` stores
-    the session's key facts (:func:`memkit.extractive.key_facts`: the user's
+    the session's key facts (:func:`memkit.models.extractive.key_facts`: the user's
     first-person statements) under the ``facts`` sub-namespace.
     """
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n", type=int, default=4, help="users (LongMemEval instances)")
     parser.add_argument("--data", default="synthetic", help="'synthetic' or a LongMemEval JSON file")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model", default="extractive", help="chat model spec (memkit.models.chat_model)")
+    parser.add_argument("--model", default="extractive", help="chat model spec (memkit.models.chat.chat_model)")
     parser.add_argument("--k", type=int, default=3, help="memories recalled per question")
     parser.add_argument("--mode", default="full_purge", choices=DELETION_MODES, help="deletion mode")
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples")

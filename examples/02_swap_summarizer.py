@@ -29,7 +29,7 @@ from typing import Any
 from evaluators.sweep import SweepConfig, run_sweep
 from graphs.designs import MemoryDesign
 from graphs.nodes import ExtractiveSummarizer, SummaryItem
-from memkit.store import Chunk
+from memkit.store.tiered import Chunk
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]")
 

@@ -16,7 +16,7 @@ The audit of example 1, with the agent's answers written by a served model:
 The same specs work everywhere memkit takes a model: ``memkit sweep --model
 ollama:gemma3:12b``; ``OLLAMA_HOST`` / ``OPENAI_BASE_URL`` set the server for the
 sweep. When the service is not there the script exits with status 2 and says what to
-start or set (``memkit.models.chat_model`` checks the server before anything runs).
+start or set (``memkit.models.chat.chat_model`` checks the server before anything runs).
 Only the named service is contacted; the embedder stays local.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from evaluators.audit import audit, store_forgetter
 from graphs.forget import DELETION_MODES
-from memkit.models import ModelSpecError, chat_model
+from memkit.models.chat import ModelSpecError, chat_model
 
 
 def _example1() -> ModuleType:

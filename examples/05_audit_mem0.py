@@ -4,7 +4,7 @@ mem0 (package ``mem0ai``, the ``mem0`` extra) is configured fully offline:
 
 * ``infer=False``: each message is stored as a memory as it is (no LLM extraction);
 * vector store: Chroma with a local path (``<workdir>/chroma``);
-* embedder: the bundled all-MiniLM-L6-v2 (``memkit.models.minilm_path()``) through
+* embedder: the bundled all-MiniLM-L6-v2 (``memkit.models.chat.minilm_path()``) through
   mem0's ``huggingface`` provider; no download;
 * history database: ``<workdir>/history.db`` (SQLite: mem0 logs every ADD, UPDATE and
   DELETE with the old and new text);
@@ -38,7 +38,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from evaluators.audit import audit  # noqa: E402
 from graphs.prompts import respond_prompt  # noqa: E402
-from memkit.models import chat_model, minilm_path  # noqa: E402
+from memkit.models.chat import chat_model, minilm_path  # noqa: E402
 
 
 def make_memory(workdir: Path, llm: Any) -> Any:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n", type=int, default=4, help="users (LongMemEval instances)")
     parser.add_argument("--data", default="synthetic", help="'synthetic' or a LongMemEval JSON file")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model", default="extractive", help="chat model spec (memkit.models.chat_model)")
+    parser.add_argument("--model", default="extractive", help="chat model spec (memkit.models.chat.chat_model)")
     parser.add_argument("--k", type=int, default=3, help="memories recalled per question")
     parser.add_argument("--workdir", type=Path,
                         help="where mem0 keeps its files, kept after the run (default: a temporary "

@@ -65,14 +65,15 @@ from graphs.nodes import (
     make_summarizer,
     user_turn_chunks,
 )
-from memkit.matching import matcher, redact_text
-from memkit.store import TIERS, Chunk, TieredMemoryStore
+from memkit.scan.matching import matcher, redact_text
+from memkit.store.tiered import TIERS, Chunk, TieredMemoryStore
 
 __all__ = [
     "DESIGNS",
     "MMRRetriever",
     "MemoryDesign",
     "RedactingSummarizer",
+    "detect_secrets",
     "secret_detector",
     "mmr_design",
     "redacting_design",
@@ -115,7 +116,7 @@ class MemoryDesign:
 
     Raises:
         ValueError: a bad name, or ``tiers`` not covering S = 0, 1, 2 with tiers of
-            :data:`memkit.store.TIERS`.
+            :data:`memkit.store.tiered.TIERS`.
     """
 
     name: str
@@ -155,7 +156,7 @@ class MemoryDesign:
         Args:
             store: where chunks go.
             model: model spec or chat model for the summarizer factory.
-            cache: an :class:`memkit.cache.LLMCache` for the summarizer's model.
+            cache: an :class:`memkit.store.cache.LLMCache` for the summarizer's model.
             summarizer: an already built summarizer (overrides ``model``/``cache``).
 
         Returns:
@@ -171,7 +172,7 @@ class MemoryDesign:
         Args:
             store: where chunks are read from.
             model: model spec or chat model for the responder factory.
-            cache: an :class:`memkit.cache.LLMCache` for the responder's model.
+            cache: an :class:`memkit.store.cache.LLMCache` for the responder's model.
             retriever, responder: already built nodes (override the factories).
 
         Returns:
@@ -189,7 +190,7 @@ class MMRRetriever:
     """Maximal-marginal-relevance :data:`graphs.nodes.Retriever` over a store.
 
     Takes the top ``max(fetch_k, k)`` chunks by cosine similarity
-    (:meth:`memkit.store.TieredMemoryStore.search`), then selects ``k`` of them with
+    (:meth:`memkit.store.tiered.TieredMemoryStore.search`), then selects ``k`` of them with
     LangChain's :func:`langchain_core.vectorstores.utils.maximal_marginal_relevance`
     (greedy: relevance ``lambda_mult`` vs. redundancy ``1 - lambda_mult``) on the
     stored vectors and the query's MiniLM embedding. For ``k <= fetch_k`` the
@@ -295,51 +296,93 @@ def scrubber() -> Any:
     return _SCRUBBER[0]
 
 
-def scrub_text(text: str) -> str:
-    """:func:`scrubber` ``().clean`` held to memkit's matcher: every finding of the
-    scrubber -- in the text and in its visible form (NFKC, format characters such as
-    zero-width spaces removed) -- is first redacted in every spelling
-    :mod:`memkit.matching` defines, longest first, then the scrubber cleans what is
-    left; so the result holds no copy of what it found (an email with a zero-width
-    space after ``@`` is found in the visible form and redacted in the original).
-    Replacements are the scrubber's ``{{TYPE}}``.
-    """
-    s = scrubber()
+_JOINER = re.compile(r"(?<=[^\W_])(?:[^\w\s]|_)+(?=[^\W_])")
+"""A run of punctuation or symbols between two letters or digits (``–``, ``.``, ``/``)."""
+
+
+def _views(text: str) -> list[str]:
+    """The text as the scrubber's detectors read it: as given; its visible form (NFKC,
+    format characters such as zero-width spaces removed); and that with every run of
+    punctuation or symbols between two letters or digits written ``-`` (en dashes,
+    minus signs, dots: the joiners :mod:`memkit.scan.matching` treats as separators)."""
     visible = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    return list(dict.fromkeys([text, visible, _JOINER.sub("-", visible)]))
+
+
+def detect_secrets(text: str) -> dict[str, str]:
+    """What :func:`scrubber` finds in ``text`` (any of :func:`_views`), as
+    ``{value: "{{TYPE}}"}`` (first type found wins); values without a letter or
+    digit are left out (they have no copy to match)."""
+    s = scrubber()
     found: dict[str, str] = {}
-    for source in dict.fromkeys([text, visible]):
-        for f in s.iter_filth(source):
+    for view in _views(text):
+        for f in s.iter_filth(view):
             if any(c.isalnum() for c in f.text):
                 found.setdefault(f.text, "{{" + str(f.type).upper() + "}}")
+    return found
+
+
+def scrub_text(text: str, known: Mapping[str, str] | None = None) -> str:
+    """``text`` with every copy of every detected value replaced, in every spelling
+    :mod:`memkit.scan.matching` counts as a copy (any case, any dash or blank between its
+    characters, zero-width characters, any Unicode normal form, escapes).
+
+    Detected values are those :func:`detect_secrets` finds in ``text`` plus ``known``
+    (values found elsewhere, e.g. in the turns a summary was made from: a spelling a
+    detector cannot tell from prose, such as the value spaced by blanks or in lower
+    case, is then still a copy of something the scrubber scrubs). Each is redacted
+    with the matcher, longest first, then the scrubber cleans what is left.
+
+    Args:
+        text: the text to scrub.
+        known: ``{value: placeholder}`` found elsewhere (placeholders such as
+            ``"{{SECRET}}"``, as :func:`detect_secrets` returns).
+
+    Returns:
+        The scrubbed text; replacements are the scrubber's ``{{TYPE}}``.
+    """
+    found = {**(known or {}), **detect_secrets(text)}
     out = text
-    for secret, placeholder in sorted(found.items(), key=lambda kv: -len(kv[0])):
+    for secret, placeholder in sorted(found.items(), key=lambda kv: (-len(kv[0]), kv[0])):
         if not matcher(secret).search(placeholder):
             out = redact_text(out, secret, placeholder)
-    return s.clean(out)
+    return scrubber().clean(out)
 
 
 class RedactingSummarizer:
     """A :data:`graphs.nodes.Summarizer` whose items pass through a scrubber.
 
-    Each summary item's text is replaced by ``scrub(text)`` (default
-    :func:`scrub_text`: the scrubber, then memkit's matcher on what it found); its ``source_ids`` are kept; an item left empty
-    is dropped. The prior summary given for a rolling re-summarization is passed to
-    the inner summarizer as stored (already scrubbed).
+    Each summary item's text is replaced by ``scrub(text)``; its ``source_ids`` are
+    kept; an item left empty is dropped. The default scrub is :func:`scrub_text` with
+    ``known`` = what :func:`detect_secrets` finds in the chunks summarized and the
+    prior summary: a value the user wrote as ``XQ7-VIOLET-3829`` is scrubbed from a
+    summary that writes it ``xq7 violet 3829``. The prior summary given for a rolling
+    re-summarization is passed to the inner summarizer as stored (already scrubbed).
 
     Args:
         inner: the summarizer whose output is scrubbed.
-        scrub: ``str -> str``.
+        scrub: ``str -> str`` (replaces the default, which reads the sources too).
     """
 
     def __init__(self, inner: Summarizer, scrub: Callable[[str], str] | None = None) -> None:
         self.inner = inner
-        self.scrub = scrub or scrub_text
+        self.scrub = scrub
 
     def __call__(self, chunks: list[Chunk], S: int, prior: list[str] | None = None) -> list[SummaryItem]:
         """Summarize with the inner summarizer, then scrub each item."""
+        scrub = self.scrub
+        if scrub is None:
+            known: dict[str, str] = {}
+            for source in [*(c.text for c in chunks), *(prior or [])]:
+                for value, placeholder in detect_secrets(source).items():
+                    known.setdefault(value, placeholder)
+
+            def scrub(text: str) -> str:
+                return scrub_text(text, known)
+
         out = []
         for item in self.inner(chunks, S, prior):
-            text = self.scrub(item[0]).strip()
+            text = scrub(item[0]).strip()
             if text:
                 out.append(SummaryItem(text, list(item[1])))
         return out

@@ -23,7 +23,7 @@ mode                       steps (graph nodes, in order)
 ``crypto_shred``           ``delete_raw``, ``cascade``, ``purge_caches``,
                            ``shred_key``: the namespace's remaining chunks re-sealed
                            under a new data key and the old key destroyed
-                           (:func:`memkit.keystore.rotate_namespace`), so every copy
+                           (:func:`memkit.store.keystore.rotate_namespace`), so every copy
                            the old key sealed -- in freed pages, logs, backups -- is
                            unreadable without compaction; needs a store that
                            encrypts at rest (``keystore=``)
@@ -38,15 +38,15 @@ conditional edges and whose every node routes to the next step of its mode
 (:data:`LADDER` is the single source of both). :func:`forget` runs the same steps
 without graph overhead. Both return what changed (:class:`ForgetResult`).
 
-Matching is :mod:`memkit.matching` (every spelling of the secret: normal forms, case,
+Matching is :mod:`memkit.scan.matching` (every spelling of the secret: normal forms, case,
 any separator, JSON escapes), the same matcher
-:meth:`~memkit.store.TieredMemoryStore.redact`, the LLM cache and the residue scanner
+:meth:`~memkit.store.tiered.TieredMemoryStore.redact`, the LLM cache and the residue scanner
 use.
 
 A forget finishes or refuses before it changes anything: the modes that compact
-check :meth:`~memkit.store.TieredMemoryStore.compaction_blocker` first (a store
+check :meth:`~memkit.store.tiered.TieredMemoryStore.compaction_blocker` first (a store
 behind a chroma server cannot be compacted by memkit) and raise
-:class:`~memkit.store.StoreError` with the store untouched, unless
+:class:`~memkit.store.tiered.StoreError` with the store untouched, unless
 ``unverified_ok=True``, which runs every step the API allows and lists the disk
 surfaces as unverified. After its steps, every mode but ``none`` re-reads the store
 and caches and reports which surfaces it verified clean, which still hold copies,
@@ -58,7 +58,7 @@ checkpoint database becomes one more place the secret lives.
 Why this module is long: the forget graph's steps for both scopes (one secret's
 ladder and the user-scope ladder) share one plan, one context and one verification,
 so that every mode says the same thing about what it verified; the store's own
-primitives and compaction live in :mod:`memkit.store` and :mod:`memkit.compaction`.
+primitives and compaction live in :mod:`memkit.store.tiered` and :mod:`memkit.store.compaction`.
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ from langgraph.graph import END, START, StateGraph
 
 from graphs.memory import summarize_session
 from graphs.nodes import Summarizer, check_level, make_summarizer
-from memkit.cache import contains_secret
-from memkit.matching import matcher
-from memkit.store import TIERS, StoreError, TieredMemoryStore
+from memkit.scan.matching import matcher
+from memkit.store.cache import contains_secret
+from memkit.store.langgraph import NAMESPACE_SEPARATOR, chunk_namespace
+from memkit.store.tiered import TIERS, StoreError, TieredMemoryStore
 
 __all__ = [
     "DELETION_MODES",
@@ -87,6 +88,8 @@ __all__ = [
     "USER_LADDER",
     "forget",
     "forget_user",
+    "MEMORIES",
+    "owner_rule",
     "user_namespaces",
 ]
 
@@ -121,7 +124,7 @@ class ForgetResult:
         steps: the steps run, in order (:data:`LADDER`).
         deleted, redacted, created: chunk ids per tier (``{"raw": [...], "summary": [...]}``).
         affected_sessions: session ids whose raw chunks held the secret.
-        cache_entries_purged: LLM-cache entries deleted (:meth:`memkit.cache.LLMCache.purge`).
+        cache_entries_purged: LLM-cache entries deleted (:meth:`memkit.store.cache.LLMCache.purge`).
         bytes_before, bytes_after: store size on disk around compaction (bytes), else ``None``.
         compaction_seconds: wall time of compaction, else ``None``.
         tombstone: the audit record of ``tombstone_redaction``, else ``None``.
@@ -189,7 +192,7 @@ class ForgetState(TypedDict, total=False):
     redacted_ids: list[str]
     result: ForgetResult
     user_id: str
-    namespaces: list[str]
+    namespaces: list[str | tuple[str, ...]]
     fingerprints: list[str]
     touched_namespaces: list[str]
 
@@ -273,7 +276,7 @@ def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[st
 def _purge_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     result.cache_entries_purged += sum(int(c.purge(state["secret"])) for c in ctx.caches)
     # The shared embedder memoises recent texts in process memory: drop the secret's.
-    from memkit.models import embeddings
+    from memkit.models.chat import embeddings
 
     if embeddings.cache_info().currsize:  # loaded in this process
         embeddings().forget(state["secret"])
@@ -302,7 +305,7 @@ def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str
 def _shred_key(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     """Rotate the key of the forget's namespace (every namespace when ``None``) and of
     every namespace it deleted from: the old keys, and all they sealed, are gone."""
-    from memkit.keystore import rotate_namespace
+    from memkit.store.keystore import rotate_namespace
 
     ns = state.get("namespace")
     names = {c.namespace for c in ctx.store.chunks()} if ns is None else {ns}
@@ -315,21 +318,22 @@ def _shred_key(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[
 def _zero_slack(ctx: _Context) -> None:
     """HNSW files can carry the writing process's heap bytes (plaintext it handled) past
     their elements; crypto_shred does not rewrite the files, so it zeroes those bytes
-    (:func:`memkit.compaction._zero_hnsw_slack`; chroma can write heap bytes there again
+    (:func:`memkit.store.compaction.zero_hnsw_slack`; chroma can write heap bytes there again
     when it next persists the index, and memkit zeroes them again on close)."""
-    from memkit.compaction import _zero_hnsw_slack
+    from memkit.store.compaction import zero_hnsw_slack
 
     if getattr(ctx.store, "path", None) is not None:
         with ctx.store.exclusive("crypto_shred: zeroing HNSW slack"):
-            _zero_hnsw_slack(ctx.store.path)
+            zero_hnsw_slack(ctx.store.path)
 
 
 def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     """Destroy the keys of the user's namespaces (their records deleted with them) and
     rotate those of the other namespaces the forget deleted derived chunks from."""
-    from memkit.keystore import rotate_namespace, shred_namespace
+    from memkit.store.keystore import rotate_namespace, shred_namespace
 
-    mine = set(state["namespaces"])
+    # keys are per stored namespace string (a label tuple is stored joined)
+    mine = {ns if isinstance(ns, str) else NAMESPACE_SEPARATOR.join(ns) for ns in state["namespaces"]}
     for name in sorted(mine):
         n, ids = shred_namespace(ctx.store, name)
         result.keys_destroyed += n
@@ -351,8 +355,25 @@ def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[
 # --------------------------------------------------------------------------- user scope
 
 
+def _namespace_chunks(store: TieredMemoryStore, namespaces: Sequence[str | Sequence[str]],
+                      tiers: Sequence[str] | None = None) -> list[Any]:
+    """The chunks of ``namespaces``: a string is a memkit namespace as stored (every
+    chunk under it); a tuple is a namespace's labels (the chunks whose
+    :func:`~memkit.store.langgraph.chunk_namespace` equals it exactly)."""
+    out: dict[str, Any] = {}
+    for ns in namespaces:
+        if isinstance(ns, str):
+            out.update((c.id, c) for c in store.chunks(namespace=ns, tiers=tiers))
+            continue
+        labels = tuple(ns)
+        for c in store.chunks(namespace=NAMESPACE_SEPARATOR.join(labels), tiers=tiers):
+            if chunk_namespace(c) == labels:
+                out[c.id] = c
+    return list(out.values())
+
+
 def _user_chunks(ctx: _Context, state: ForgetState, tiers: Sequence[str] | None = None) -> list[Any]:
-    return [c for ns in state["namespaces"] for c in ctx.store.chunks(namespace=ns, tiers=tiers)]
+    return _namespace_chunks(ctx.store, state["namespaces"], tiers)
 
 
 def _delete_user_raw(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -378,10 +399,10 @@ def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) 
     fps = state.get("fingerprints") or []
     if fps:
         result.cache_entries_purged += sum(int(c.purge_any(fps)) for c in ctx.caches)
-        from memkit.models import embeddings
+        from memkit.models.chat import embeddings
 
         if embeddings.cache_info().currsize:  # the shared embedder's memo of recent texts
-            from memkit.multi_matcher import MultiMatcher
+            from memkit.scan.multi import MultiMatcher
 
             mm, emb = MultiMatcher(fps), embeddings()
             held = {fps[i] for t in list(getattr(emb, "_memo", {})) for i in mm.candidates(t)}
@@ -392,9 +413,9 @@ def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) 
 
 def _redact_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     changed: list[str] = []
-    for ns in state["namespaces"]:
-        for fp in state.get("fingerprints") or []:
-            changed += [i for i in ctx.store.redact(fp, namespace=ns) if i not in changed]
+    ids = [c.id for c in _user_chunks(ctx, state)]
+    for fp in (state.get("fingerprints") or []) if ids else []:
+        changed += [i for i in ctx.store.redact(fp, ids=ids) if i not in changed]
     return _redacted(ctx, result, changed)
 
 
@@ -417,7 +438,7 @@ USER_LADDER: dict[str, tuple[str, ...]] = {
 }
 """The steps of each deletion mode at user scope (:func:`forget_user`): the user's
 namespaces instead of the chunks holding one secret, the user's fingerprint
-(:func:`memkit.fingerprint.fingerprint`) instead of one secret for redaction and the
+(:func:`memkit.residue.fingerprint.fingerprint`) instead of one secret for redaction and the
 LLM-cache purge."""
 
 
@@ -491,7 +512,7 @@ def _disk_status(state: ForgetState, result: ForgetResult) -> None:
 def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
     """Re-read the whole store (every namespace) and the caches for any of the user's
     fingerprints; fill ``verified``/``remaining`` (chunks holding one, per surface)."""
-    from memkit.multi_matcher import MultiMatcher
+    from memkit.scan.multi import MultiMatcher
 
     fps = state.get("fingerprints") or []
     counts = {"text_raw": 0, "text_summary": 0, "text_other": 0, "metadata": 0}
@@ -506,7 +527,7 @@ def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> Non
         if ctx.caches:
             counts["cache"] = sum(1 for cache in ctx.caches for entry in cache.entries()
                                   if mm.contains(list(entry)))
-    left = sum(len(ctx.store.chunks(namespace=ns)) for ns in state["namespaces"])
+    left = len(_user_chunks(ctx, state))
     if state["mode"] in ("full_purge", "crypto_shred") and left:
         counts["text_other"] += left  # chunks of the user's namespaces (full_purge deletes them all)
     result.remaining = {k: v for k, v in counts.items() if v}
@@ -589,7 +610,7 @@ def forget(
             summary chunks, ``extra["S"]``).
         summarizer: the summarizer ``raw_plus_resummarize`` uses (default extractive);
             pass the one the memory was written with.
-        cache: an :class:`memkit.cache.LLMCache` or a list of them, purged by
+        cache: an :class:`memkit.store.cache.LLMCache` or a list of them, purged by
             ``full_purge`` and ``tombstone_redaction``.
         unverified_ok: when the store cannot be compacted (behind a chroma server),
             run the other steps anyway and list the disk surfaces as unverified,
@@ -623,12 +644,45 @@ def forget(
     return result
 
 
-def user_namespaces(store: TieredMemoryStore, user_id: str) -> list[str]:
-    """The store's namespaces that belong to ``user_id``: the namespace equal to it, and
-    every namespace with it as one of its ``"."``-separated labels (a LangGraph
-    namespace ``("memories", user_id, ...)`` in a :class:`~memkit.langgraph_store.MemkitStore`)."""
-    names = {c.namespace for c in store.chunks()}
-    return sorted(n for n in names if n == user_id or user_id in n.split("."))
+MEMORIES = "memories"
+"""The first label of the conventional per-user LangGraph namespace ``("memories", user_id)``
+(LangGraph's and langmem's examples)."""
+
+
+def owner_rule(user_id: str, namespace_for: Callable[[str], Sequence[str]] | None = None
+               ) -> Callable[[tuple[str, ...]], bool]:
+    """Whether a namespace (labels) belongs to ``user_id`` (:func:`user_namespaces`)."""
+    if namespace_for is None:
+        return lambda labels: labels == (user_id,) or labels[:2] == (MEMORIES, user_id)
+    prefix = namespace_for(user_id)
+    prefix = (prefix,) if isinstance(prefix, str) else tuple(prefix)
+    if not prefix or not all(isinstance(x, str) and x for x in prefix):
+        raise ValueError(f"namespace_for({user_id!r}) must give a non-empty tuple of labels, got {prefix!r}")
+    return lambda labels: labels[: len(prefix)] == prefix
+
+
+def user_namespaces(
+    store: TieredMemoryStore, user_id: str, *, namespace_for: Callable[[str], Sequence[str]] | None = None,
+) -> list[tuple[str, ...]]:
+    """The store's namespaces that belong to ``user_id``, as label tuples (sorted).
+
+    Namespaces compare as tuples of labels (:func:`memkit.store.langgraph.chunk_namespace`:
+    a memkit namespace such as a user id is one label; a
+    :class:`~memkit.store.langgraph.MemkitStore` item's namespace is its LangGraph
+    labels), label by label and whole: never as joined strings, never as a part or
+    prefix of a label. Without ``namespace_for``, a namespace belongs to ``user_id`` when
+    it **equals** ``(user_id,)`` (memkit's own writers: the namespace is the user id) or
+    **starts with** ``("memories", user_id)`` (the LangGraph convention, e.g.
+    ``("memories", user_id, "facts")``). With ``namespace_for``, when it equals or starts
+    with ``namespace_for(user_id)`` (e.g. ``lambda u: (u, "memories")``). So user ``"7"``
+    owns neither ``("orgs", "7", "notes")`` nor ``("17",)``, and user ``"alice"`` does
+    not own ``("alice.smith@example.com",)`` or ``("memories", "alice.smith@example.com")``.
+
+    Raises:
+        ValueError: ``namespace_for`` gives no labels.
+    """
+    owns = owner_rule(user_id, namespace_for)
+    return sorted({labels for c in store.chunks() if owns(labels := chunk_namespace(c))})
 
 
 def forget_user(
@@ -640,7 +694,8 @@ def forget_user(
     turns: Sequence[Any] | None = None,
     others: Sequence[Any] = (),
     canaries: Sequence[str] = (),
-    namespaces: Sequence[str] | None = None,
+    namespaces: Sequence[str | Sequence[str]] | None = None,
+    namespace_for: Callable[[str], Sequence[str]] | None = None,
     S: int | None = None,
     summarizer: Summarizer | None = None,
     cache: Any | Sequence[Any] | None = None,
@@ -657,10 +712,18 @@ def forget_user(
         user_id: the user.
         mode: one of :data:`DELETION_MODES`.
         fingerprints: the strings that identify the user's data
-            (:func:`memkit.fingerprint.fingerprint`); default: computed from
+            (:func:`memkit.residue.fingerprint.fingerprint`); default: computed from
             ``turns`` (default: the texts of the user's raw chunks), ``others``
             (default: the raw chunks of every other namespace) and ``canaries``.
-        namespaces: the user's namespaces (default :func:`user_namespaces`).
+        namespaces: the user's namespaces: label tuples (the chunks whose namespace is
+            exactly that tuple) or memkit namespace strings (every chunk stored under
+            that string). Default: :func:`user_namespaces` ``(store, user_id,
+            namespace_for=namespace_for)``: the namespace equal to ``(user_id,)`` and
+            those starting with ``("memories", user_id)``, compared label by label, so
+            no other user's namespace (``("orgs", "7", "notes")`` for user ``"7"``,
+            ``"alice.smith@example.com"`` for user ``"alice"``) is ever included.
+        namespace_for: ``user_id -> labels`` of the user's own namespace prefix when the
+            store uses another layout (:func:`user_namespaces`).
         S, summarizer, cache, unverified_ok: as :func:`forget`.
 
     Returns:
@@ -671,17 +734,21 @@ def forget_user(
     Raises:
         ValueError: unknown mode, empty user id. StoreError: as :func:`forget`.
     """
-    from memkit.fingerprint import fingerprint
+    from memkit.residue.fingerprint import fingerprint
 
     if mode not in DELETION_MODES:
         raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
     if not isinstance(user_id, str) or not user_id:
         raise ValueError("forget_user: user_id must be a non-empty string")
-    ns = list(namespaces) if namespaces is not None else user_namespaces(store, user_id)
+    ns: list[str | tuple[str, ...]] = (
+        [n if isinstance(n, str) else tuple(n) for n in namespaces] if namespaces is not None
+        else list(user_namespaces(store, user_id, namespace_for=namespace_for)))
     if fingerprints is None:
         if turns is None:
-            turns = [c.text for n in ns for c in store.chunks(namespace=n, tiers=["raw"])]
-            others = others or [c.text for c in store.chunks(tiers=["raw"]) if c.namespace not in ns]
+            mine = _namespace_chunks(store, ns, ["raw"])
+            turns = [c.text for c in mine]
+            ids = {c.id for c in mine}
+            others = others or [c.text for c in store.chunks(tiers=["raw"]) if c.id not in ids]
         fingerprints = fingerprint(turns, others=others, canaries=canaries)
     ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
     plan, unverified = _plan(ctx, mode, unverified_ok, user=True)

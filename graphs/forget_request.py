@@ -6,7 +6,7 @@ request is resolved to the memory items it concerns -- sentences of the user's s
 turns -- and those are forgotten with a deletion mode of :mod:`graphs.forget`:
 
 1. **candidates**: every sentence of the user's memories (:class:`Item`).
-2. **literal match** (the one matcher, :mod:`memkit.matching`): a sentence whose
+2. **literal match** (the one matcher, :mod:`memkit.scan.matching`): a sentence whose
    identifier (:func:`identifiers`: a token with digits, an e-mail address, a run of
    capitalised words) the request spells, in any case, with any separators, or in
    digits for letters (``0`` for ``o``, ``3`` for ``e`` ...), is selected.
@@ -39,8 +39,8 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from memkit.canaries import TOKEN_RE
-from memkit.matching import alnum_fold
+from memkit.dataset.canaries import TOKEN_RE
+from memkit.scan.matching import alnum_fold
 
 __all__ = ["Item", "Match", "RequestForget", "Resolution", "build_forget_request_graph", "forget_request",
            "forget_strings", "identifiers", "resolve", "store_items"]
@@ -153,7 +153,7 @@ def _on_day(item: Item, days: set[str]) -> bool:
 
 
 def _encode(embedder: Any, texts: Sequence[str]) -> np.ndarray:
-    from memkit.vector_weigh import encode
+    from memkit.residue.weigh import encode
 
     return encode(embedder, texts)
 
@@ -216,12 +216,20 @@ def resolve(request: str, items: Sequence[Item], embedder: Any, *, chat_model: A
     return out
 
 
-def store_items(store: Any, namespace: str) -> list[Item]:
-    """Every sentence of the raw chunks of ``namespace`` in a tiered store."""
-    from memkit.extractive import split_sentences
+def store_items(store: Any, namespace: str | Sequence[str]) -> list[Item]:
+    """Every sentence of the raw chunks of ``namespace`` in a tiered store: a namespace
+    as stored, or a namespace's labels (the chunks whose
+    :func:`~memkit.store.langgraph.chunk_namespace` equals them)."""
+    from memkit.models.extractive import split_sentences
+    from memkit.store.langgraph import NAMESPACE_SEPARATOR, chunk_namespace
 
-    return [Item(c.id, s, c.date, c.namespace) for c in store.chunks(namespace=namespace, tiers=["raw"])
-            for s in split_sentences(c.text)]
+    if isinstance(namespace, str):
+        chunks = store.chunks(namespace=namespace, tiers=["raw"])
+    else:
+        labels = tuple(namespace)
+        chunks = [c for c in store.chunks(namespace=NAMESPACE_SEPARATOR.join(labels), tiers=["raw"])
+                  if chunk_namespace(c) == labels]
+    return [Item(c.id, s, c.date, c.namespace) for c in chunks for s in split_sentences(c.text)]
 
 
 # --------------------------------------------------------------------------- deleting

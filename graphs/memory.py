@@ -50,7 +50,7 @@ from graphs.nodes import (
     tiers_for,
     user_turn_chunks,
 )
-from memkit.store import TIERS, Chunk, TieredMemoryStore, chunk_id
+from memkit.store.tiered import TIERS, Chunk, TieredMemoryStore, chunk_id
 
 __all__ = [
     "ReadState",
@@ -86,7 +86,7 @@ def summary_chunks(
 ) -> list[Chunk]:
     """Turn a summarizer's items into ``summary`` chunks of one session.
 
-    Ids are :func:`memkit.store.chunk_id` ``(namespace, session_id, "summary", i, text)``;
+    Ids are :func:`memkit.store.tiered.chunk_id` ``(namespace, session_id, "summary", i, text)``;
     ``turn_index`` is -1; ``extra["S"]`` records the level and ``extra["index"]`` the
     item's position in the summarizer's output (the order a rolling re-summarization
     gives the prior summary back).
@@ -207,7 +207,7 @@ def write_sessions(
     A session is a handful of user turns, so writing sessions one invocation at a time
     embeds in small batches and pays the store's per-write cost once per session. One
     invocation with ``sessions`` writes every session's raw chunks in one
-    :meth:`memkit.store.TieredMemoryStore.add` (one batched embedding, one upsert) and
+    :meth:`memkit.store.tiered.TieredMemoryStore.add` (one batched embedding, one upsert) and
     then summarizes the sessions in order. What is stored is what one invocation per
     session stores (tested).
 

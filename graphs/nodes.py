@@ -11,13 +11,13 @@ responder without touching the rest:
 
 Factories: :func:`make_summarizer` and :func:`make_responder` take a model spec
 (``"extractive"``, ``"llamacpp:gemma3-270m"``, ``"ollama:gemma3:12b"``, ...) or a
-LangChain chat model and an optional :class:`memkit.cache.LLMCache`;
-:func:`make_retriever` wraps a :class:`memkit.store.TieredMemoryStore`.
+LangChain chat model and an optional :class:`memkit.store.cache.LLMCache`;
+:func:`make_retriever` wraps a :class:`memkit.store.tiered.TieredMemoryStore`.
 
 LLM calls: an LLM summarizer makes one call per session at S>=1 (none at S=0);
 an LLM responder one call per query (and per k when the caller responds for
-several k). The ``extractive`` spec calls :mod:`memkit.extractive` directly (no
-prompt, no call); an :class:`~memkit.extractive.ExtractiveChatModel` *instance* goes
+several k). The ``extractive`` spec calls :mod:`memkit.models.extractive` directly (no
+prompt, no call); an :class:`~memkit.models.extractive.ExtractiveChatModel` *instance* goes
 through the prompts like any LLM and gives the same result.
 """
 
@@ -36,8 +36,8 @@ from graphs.prompts import (
     respond_prompt,
     summary_prompt,
 )
-from memkit.extractive import answer, central_sentence, key_facts
-from memkit.store import Chunk, TieredMemoryStore, chunk_id
+from memkit.models.extractive import answer, central_sentence, key_facts
+from memkit.store.tiered import Chunk, TieredMemoryStore, chunk_id
 
 __all__ = [
     "SUMMARY_LEVELS",
@@ -66,7 +66,7 @@ SUMMARY_LEVELS = (0, 1, 2)
 
 Turn = str | Mapping[str, Any] | Any
 """A turn: a LongMemEval dict ``{"role", "content", "has_answer"?}``, an object with those
-attributes (:class:`memkit.longmemeval.Turn`) or a plain user text."""
+attributes (:class:`memkit.dataset.longmemeval.Turn`) or a plain user text."""
 
 
 class SummaryItem(NamedTuple):
@@ -118,7 +118,7 @@ def user_turn_chunks(namespace: str, session_id: str, date: str, turns: Sequence
 
     Returns:
         Chunks with ``turn_index`` = the turn's position in ``turns`` (counting every
-        role), id :func:`memkit.store.chunk_id` ``(namespace, session_id, "raw",
+        role), id :func:`memkit.store.tiered.chunk_id` ``(namespace, session_id, "raw",
         turn_index, text)`` and ``extra["has_answer"]`` when the turn carries it.
 
     Raises:
@@ -204,7 +204,7 @@ def attribute_sources(
             unmatched.append(i)
     if unmatched:
         if embedder is None:
-            from memkit.models import embeddings
+            from memkit.models.chat import embeddings
 
             embedder = embeddings()
         vecs = np.asarray(embedder.encode([facts[i] for i in unmatched] + [c.text for c in chunks]))
@@ -218,10 +218,10 @@ def attribute_sources(
 class ExtractiveSummarizer:
     """Default :data:`Summarizer` of the ``extractive`` backend (no model call).
 
-    S=1: :func:`memkit.extractive.key_facts` (prior facts carried, then the user's
+    S=1: :func:`memkit.models.extractive.key_facts` (prior facts carried, then the user's
     self-disclosing sentences), parsed with :func:`graphs.prompts.parse_fact_lines`
     exactly as an LLM output would be, ``source_ids`` by :func:`attribute_sources`.
-    S=2: :func:`memkit.extractive.central_sentence`, ``source_ids`` = every raw id of
+    S=2: :func:`memkit.models.extractive.central_sentence`, ``source_ids`` = every raw id of
     the session (the choice depends on all of its sentences).
     """
 
@@ -278,7 +278,7 @@ class ChatSummarizer:
 
 
 class ExtractiveResponder:
-    """Default :data:`Responder` of the ``extractive`` backend: :func:`memkit.extractive.answer`
+    """Default :data:`Responder` of the ``extractive`` backend: :func:`memkit.models.extractive.answer`
     over the chunk texts (the ``n`` sentences most similar to the query; no model call)."""
 
     def __init__(self, *, n: int = 2, embedder: Any | None = None) -> None:
@@ -308,14 +308,14 @@ class ChatResponder:
         self, items: Sequence[tuple[str, list[Chunk]]], *, concurrency: int = 1, rps: float | None = None
     ) -> list[tuple[str, float]]:
         """Answer many ``(query, chunks)`` pairs with up to ``concurrency`` calls in flight
-        (:func:`memkit.models.answer_many`: retries with backoff, optional ``rps`` cap,
+        (:func:`memkit.models.chat.answer_many`: retries with backoff, optional ``rps`` cap,
         identical prompts sent once).
 
         Returns:
             ``[(reply text, seconds), ...]`` in the order of ``items`` (the same texts
             as calling this responder on each pair in turn).
         """
-        from memkit.models import answer_many
+        from memkit.models.chat import answer_many
 
         prompts = [respond_prompt(q, [c.text for c in chunks]) for q, chunks in items]
         replies = answer_many(self.model, prompts, concurrency=concurrency, rps=rps)
@@ -328,7 +328,7 @@ class ChatResponder:
 
 class StoreRetriever:
     """Default :data:`Retriever`: top-k by cosine similarity from a
-    :class:`~memkit.store.TieredMemoryStore` (``store.search``)."""
+    :class:`~memkit.store.tiered.TieredMemoryStore` (``store.search``)."""
 
     def __init__(self, store: TieredMemoryStore) -> None:
         self.store = store
@@ -365,7 +365,7 @@ class StoreRetriever:
 
 def _as_model(model_or_spec: str | BaseChatModel, cache: Any | None, model_kw: dict[str, Any]) -> BaseChatModel:
     if isinstance(model_or_spec, str):
-        from memkit.models import chat_model
+        from memkit.models.chat import chat_model
 
         if cache is not None:
             model_kw = {**model_kw, "cache": cache}
@@ -386,14 +386,14 @@ def make_summarizer(
 
     Args:
         model_or_spec: ``"extractive"`` (-> :class:`ExtractiveSummarizer`, no model
-            call, ``cache`` unused), any other spec of :func:`memkit.models.chat_model`,
+            call, ``cache`` unused), any other spec of :func:`memkit.models.chat.chat_model`,
             or a chat model object (-> :class:`ChatSummarizer`).
-        cache: an :class:`memkit.cache.LLMCache` (any LangChain ``BaseCache``) set as the
+        cache: an :class:`memkit.store.cache.LLMCache` (any LangChain ``BaseCache``) set as the
             model's own cache, so a repeated prompt is never sent twice.
-        **model_kw: passed to :func:`memkit.models.chat_model` (spec strings only).
+        **model_kw: passed to :func:`memkit.models.chat.chat_model` (spec strings only).
 
     Raises:
-        memkit.models.ModelSpecError: the spec cannot be loaded.
+        memkit.models.chat.ModelSpecError: the spec cannot be loaded.
         TypeError: neither a string nor a chat model, or ``model_kw`` with a model object.
     """
     if model_or_spec == "extractive":

@@ -10,10 +10,10 @@ LLM backend makes:
   :data:`SUMMARY_UPDATE_PROMPT` (the same with the prior summary as context);
 * :data:`RESPOND_PROMPT` (the responder: ``"Relevant memories:\\n- ...\\n\\nQuestion: ..."``).
 
-Each system message starts with a task marker from :mod:`memkit.extractive`
+Each system message starts with a task marker from :mod:`memkit.models.extractive`
 (``[memkit-task:facts]`` ...) and the human message lays its sections out with
-:func:`memkit.extractive.format_items`, so the model-free
-:class:`~memkit.extractive.ExtractiveChatModel` can parse the same prompts that an LLM
+:func:`memkit.models.extractive.format_items`, so the model-free
+:class:`~memkit.models.extractive.ExtractiveChatModel` can parse the same prompts that an LLM
 reads. The markers are a few tokens of noise for an LLM.
 
 Design choices: the prompts ask for *personal* facts stated by the user (the S=1
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from langchain_core.prompt_values import PromptValue
 from langchain_core.prompts import ChatPromptTemplate
 
-from memkit.extractive import (
+from memkit.models.extractive import (
     FACTS_MARKER,
     MEMORIES_HEADER,
     PRIOR_HEADER,

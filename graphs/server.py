@@ -18,7 +18,7 @@ from typing import Any
 from graphs.forget import build_forget_graph
 from graphs.memory import build_read_graph, build_write_graph
 from graphs.nodes import make_responder, make_summarizer
-from memkit.store import TieredMemoryStore
+from memkit.store.tiered import TieredMemoryStore
 
 __all__ = [
     "default_cache",
@@ -39,7 +39,7 @@ def default_store_dir() -> Path:
     env = os.environ.get("MEMKIT_STORE_DIR")
     if env:
         return Path(env)
-    from memkit.models import cache_dir
+    from memkit.models.chat import cache_dir
 
     return cache_dir() / "store"
 
@@ -48,7 +48,7 @@ def default_store_dir() -> Path:
 def default_store() -> TieredMemoryStore:
     """The persistent store the ``langgraph.json`` graphs share (created on first call).
 
-    :meth:`~memkit.store.TieredMemoryStore.open` keeps one object per directory per
+    :meth:`~memkit.store.tiered.TieredMemoryStore.open` keeps one object per directory per
     process, so graph files loaded twice by path (as LangGraph servers do) still share
     one store, one chroma client, and a forget can compact it."""
     return TieredMemoryStore.open(default_store_dir())
@@ -56,9 +56,9 @@ def default_store() -> TieredMemoryStore:
 
 @lru_cache(maxsize=1)
 def default_cache() -> Any:
-    """The :class:`memkit.cache.LLMCache` the ``langgraph.json`` graphs share:
+    """The :class:`memkit.store.cache.LLMCache` the ``langgraph.json`` graphs share:
     ``$MEMKIT_LLM_CACHE`` or ``<store dir>/../llm_cache.sqlite`` (created on first call)."""
-    from memkit.cache import LLMCache
+    from memkit.store.cache import LLMCache
 
     env = os.environ.get("MEMKIT_LLM_CACHE")
     return LLMCache(Path(env) if env else default_store_dir().parent / "llm_cache.sqlite")

@@ -1,5 +1,5 @@
-"""Errors of memkit's store layer (:mod:`memkit.store`, :mod:`memkit.compaction`,
-:mod:`memkit.dirlock`)."""
+"""Errors of memkit's store layer (:mod:`memkit.store.tiered`, :mod:`memkit.store.compaction`,
+:mod:`memkit.store.dirlock`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ class StoreError(RuntimeError):
 
 class StoreBusyError(StoreError):
     """Another process holds the store's directory longer than the lock timeout
-    (:mod:`memkit.dirlock`): a compaction runs while this operation waits, or
+    (:mod:`memkit.store.dirlock`): a compaction runs while this operation waits, or
     operations of other processes run while a compaction waits. Nothing was changed;
     retrying later is safe.
 

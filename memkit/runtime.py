@@ -1,7 +1,7 @@
 """Where memkit keeps its files, the error a model spec raises, and how a
 ``module:attribute`` spec is imported.
 
-Shared by :mod:`memkit.models` and :mod:`memkit.llamacpp` (both re-export the first
+Shared by :mod:`memkit.models.chat` and :mod:`memkit.models.llamacpp` (both re-export the first
 two); :func:`import_spec` is the one resolver of ``module:factory`` for designs,
 targets and the command line.
 """

@@ -35,7 +35,7 @@ _LLAMA_VERDICT: list[str | None] = []
 def _llamacpp_verdict() -> str | None:
     """``None`` if llama.cpp generates a token on this machine, else why not.
 
-    Checked once per test session in a subprocess (:func:`memkit.models.check_llamacpp`),
+    Checked once per test session in a subprocess (:func:`memkit.models.chat.check_llamacpp`),
     so a llama.cpp build that dies with SIGILL on this CPU fails the tests that use
     it, with the reason, instead of killing the whole test run.
     """
@@ -45,7 +45,7 @@ def _llamacpp_verdict() -> str | None:
         if importlib.util.find_spec("llama_cpp") is None:
             _LLAMA_VERDICT.append("llama-cpp-python is not installed (the `llamacpp` extra)")
         else:
-            from memkit.models import ModelSpecError, check_llamacpp, resolve_gguf
+            from memkit.models.chat import ModelSpecError, check_llamacpp, resolve_gguf
 
             try:
                 check_llamacpp(resolve_gguf("gemma3-270m"))
@@ -77,7 +77,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session")
 def embedder():
     """The real all-MiniLM-L6-v2 embedder, shared by the whole session."""
-    from memkit.models import embeddings
+    from memkit.models.chat import embeddings
 
     return embeddings()
 
@@ -173,7 +173,7 @@ def llama_server(tmp_path_factory):
     """
     import sys
 
-    from memkit.models import resolve_gguf
+    from memkit.models.chat import resolve_gguf
 
     port = _free_port()
     cmd = [

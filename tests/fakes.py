@@ -2,7 +2,7 @@
 
 They are fakes, named as such: tests and benchmarks cannot reach OpenAI, a hosted
 provider or an Ollama binary. Each answers with
-:class:`memkit.extractive.ExtractiveChatModel` on the received messages, so the reply
+:class:`memkit.models.extractive.ExtractiveChatModel` on the received messages, so the reply
 to a prompt is known and deterministic, and keeps every request body.
 
 :class:`FakeOpenAIServer` speaks the two endpoints ``langchain-openai`` uses --
@@ -28,7 +28,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from memkit.extractive import ExtractiveChatModel
+from memkit.models.extractive import ExtractiveChatModel
 
 __all__ = ["FakeOllamaServer", "FakeOpenAIServer", "words"]
 
@@ -170,7 +170,7 @@ class FakeOllamaServer(_ThreadedFake):
 
     It speaks the two endpoints langchain-ollama uses: ``GET /api/tags`` (lists
     ``model``) and ``POST /api/chat`` (streamed NDJSON chunks, or one JSON object when
-    ``"stream": false``). Replies come from :class:`memkit.extractive.ExtractiveChatModel`
+    ``"stream": false``). Replies come from :class:`memkit.models.extractive.ExtractiveChatModel`
     on the received messages, so a test knows the exact expected output. Every request
     body is kept in :attr:`requests`.
     """

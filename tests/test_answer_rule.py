@@ -25,7 +25,7 @@ from evaluators.answer_rule import (
     stale_value,
 )
 from evaluators.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
 
 DATA = Path(__file__).parent / "data"
 

@@ -33,10 +33,10 @@ from evaluators.audit import (
 )
 from evaluators.isolation import isolation_probe
 from evaluators.probes import LEVELS
-from memkit.extractive import answer, key_facts
-from memkit.langgraph_store import MemkitStore
-from memkit.longmemeval import synthetic
-from memkit.store import TieredMemoryStore
+from memkit.dataset.synthetic import synthetic
+from memkit.models.extractive import answer, key_facts
+from memkit.store.langgraph import MemkitStore
+from memkit.store.tiered import TieredMemoryStore
 
 
 class EchoAgent:

@@ -23,9 +23,9 @@ import pytest
 
 from graphs.memory import build_read_graph, write_session
 from graphs.nodes import ChatResponder, ChatSummarizer, make_responder, make_summarizer
-from memkit.cache import LLMCache
-from memkit.extractive import FACTS_MARKER, RESPOND_MARKER, SUMMARY_MARKER
-from memkit.store import TieredMemoryStore
+from memkit.models.extractive import FACTS_MARKER, RESPOND_MARKER, SUMMARY_MARKER
+from memkit.store.cache import LLMCache
+from memkit.store.tiered import TieredMemoryStore
 from tests.fakes import FakeOllamaServer
 
 QUESTION = "How many bikes do I own?"
@@ -83,7 +83,7 @@ def _pipeline(summarizer: ChatSummarizer, responder: ChatResponder, cache: LLMCa
 @pytest.mark.llm
 def test_llamacpp_gemma_pipeline(tmp_path, short_session) -> None:
     pytest.importorskip("llama_cpp")
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     cache = LLMCache(tmp_path / "llm.sqlite")
     model = chat_model("llamacpp:gemma3-270m", n_ctx=2048, n_batch=512, verbose=False, **LLM_KW)
@@ -101,7 +101,7 @@ def test_llamacpp_gemma_pipeline(tmp_path, short_session) -> None:
 
 @pytest.mark.llm
 def test_openai_client_against_llama_cpp_server(tmp_path, short_session, llama_server) -> None:
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     cache = LLMCache(tmp_path / "llm.sqlite")
     # langchain-openai sends max_tokens as "max_completion_tokens", which llama-cpp-python's
@@ -119,7 +119,7 @@ def test_openai_client_against_llama_cpp_server(tmp_path, short_session, llama_s
 
 
 def test_ollama_against_fake_server(tmp_path, short_session) -> None:
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     cache = LLMCache(tmp_path / "llm.sqlite")
     with FakeOllamaServer() as server:
@@ -144,7 +144,7 @@ def test_ollama_against_fake_server(tmp_path, short_session) -> None:
 
 
 def test_fake_ollama_unknown_model_is_an_error(short_session) -> None:
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     with FakeOllamaServer() as server:
         model = chat_model("ollama:other-model", base_url=server.base_url)

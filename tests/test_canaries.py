@@ -1,4 +1,4 @@
-"""Tests for memkit.canaries: the grammar's size and uniformity, secret kinds, and
+"""Tests for memkit.dataset.canaries: the grammar's size and uniformity, secret kinds, and
 planting (placement rules, determinism, no mutation)."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from memkit import canaries as C
-from memkit import longmemeval as lme
-from memkit.longmemeval import Instance, Turn
+from memkit.dataset import canaries as C
+from memkit.dataset import longmemeval as lme
+from memkit.dataset import synthetic as syn
+from memkit.dataset.longmemeval import Instance, Turn
 
 TOKEN = re.compile(r"^([A-Z0-9])([A-Z0-9])([A-Z0-9])-([A-Z]+)-([0-9])([0-9])([0-9])([0-9])$")
 
@@ -123,7 +124,7 @@ def test_secret_kinds_shapes_and_luhn() -> None:
 # ----------------------------------------------------------------- planting
 
 
-def _check_planted(before: dict, planted: Instance, record: C.CanaryRecord) -> str:
+def _check_planted(before: dict, planted: Instance, record: C.Canary) -> str:
     """Common invariants; returns the original content of the planted turn."""
     after = planted.to_dict()
     s, t = record.session_index, record.turn_index
@@ -197,7 +198,7 @@ def test_unlabelled_avoids_answer_sessions(real: list[Instance]) -> None:
 
 
 def test_labelled_synthetic_never_evidence() -> None:
-    data = lme.synthetic(30, 5, sessions_per_instance=(2, 5))
+    data = syn.synthetic(30, 5, sessions_per_instance=(2, 5))
     for seed in range(15):
         for inst in data:
             planted, rec = C.plant(inst, seed)
@@ -208,7 +209,7 @@ def test_labelled_synthetic_never_evidence() -> None:
 
 
 def test_unlabelled_synthetic_abstention_avoids_answer_sessions() -> None:
-    data = lme.synthetic(12, 6, abstention_rate=1.0, sessions_per_instance=(3, 5))
+    data = syn.synthetic(12, 6, abstention_rate=1.0, sessions_per_instance=(3, 5))
     for inst in data:
         assert not inst.has_labels
         for seed in range(10):

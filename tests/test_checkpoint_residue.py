@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from memkit.residue import scan, scan_checkpoints, threads_with_copies
+from memkit.residue.chroma import scan, scan_checkpoints, threads_with_copies
 
 SECRET = "XQ7-violet-3829"
 
@@ -125,8 +125,8 @@ def test_audit_delete_threads_counts_after_its_own_probing(embedder):
     storage) and ``residue["checkpoint"]`` is 0 for that reason, not because the
     post-forget threads were never looked at."""
     from evaluators.audit import audit, store_forgetter
-    from memkit.langgraph_store import MemkitStore
-    from memkit.store import TieredMemoryStore
+    from memkit.store.langgraph import MemkitStore
+    from memkit.store.tiered import TieredMemoryStore
 
     ex1 = _example1()
     store = MemkitStore(TieredMemoryStore(embedder=embedder), index={"fields": ["content"]},

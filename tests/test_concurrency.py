@@ -1,4 +1,4 @@
-"""Concurrent model calls (issue 15): ``memkit.models.answer_many`` and the sweep's
+"""Concurrent model calls (issue 15): ``memkit.models.chat.answer_many`` and the sweep's
 ``--concurrency`` / ``--rps`` against a fake OpenAI-compatible server on 127.0.0.1
 (``tests/fakes.py``: a fake, named as such, standing for a remote API that
 this machine cannot reach). Replies are checked against the in-process
@@ -14,9 +14,9 @@ import pytest
 
 from evaluators.sweep import SweepConfig, run_sweep
 from graphs.prompts import respond_prompt
-from memkit.cache import LLMCache
-from memkit.extractive import ExtractiveChatModel
-from memkit.models import answer_many, chat_model, token_usage
+from memkit.models.chat import answer_many, chat_model, token_usage
+from memkit.models.extractive import ExtractiveChatModel
+from memkit.store.cache import LLMCache
 from tests.fakes import FakeOpenAIServer, words
 from tests.stable import stable
 

@@ -31,8 +31,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memkit.containers import Limits
-from memkit.residue import scan
+from memkit.residue.chroma import scan
+from memkit.residue.containers import Limits
 
 SECRET = "XQ7-violet-3829"
 SPELLED = "xq7 VIOLET 3829"  # another spelling the matcher counts (case, separators)
@@ -169,13 +169,28 @@ def test_fifo_is_listed_not_opened(store_dir, tmp_path):
     assert any("pipe" in r and "not a regular file" in r for r in rep.unchecked["side_file"])
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+@pytest.mark.timeout(120)
 def test_unreadable_file_is_not_checked(store_dir, tmp_path):
+    """A file the scan may not read is not checked. Root reads a file whatever its mode,
+    so as root the scan runs in a process without the capabilities that let it
+    (``setpriv`` drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), as an unprivileged
+    user's would."""
     f = tmp_path / "secret.txt"
     f.write_text("x")
     f.chmod(0)
-    rep = _scan(store_dir, tmp_path)
-    assert rep.verdict == "incomplete" and "unreadable" in " ".join(rep.unchecked["side_file"])
+    if os.geteuid() != 0:
+        rep = _scan(store_dir, tmp_path)
+        assert rep.verdict == "incomplete" and "unreadable" in " ".join(rep.unchecked["side_file"])
+        return
+    cat = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "cat", str(f)],
+                         capture_output=True, text=True)
+    assert cat.returncode != 0 and "Permission denied" in cat.stderr  # without them root cannot read it
+    res = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-m",
+                          "evaluators.cli", "residue", str(store_dir), SECRET, "--also", str(tmp_path), "--json",
+                          "--no-embeddings"], capture_output=True, text=True, timeout=100,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    body = json.loads(res.stdout)
+    assert body["verdict"] == "incomplete" and "unreadable" in " ".join(body["unchecked"]["side_file"])
 
 
 @pytest.mark.timeout(120)
@@ -554,8 +569,8 @@ def _spelled(draw):
 def test_property_wide_passes_find_what_the_text_matcher_finds(case):
     """Whatever spelling the text matcher counts as a copy is found in the same text
     encoded as UTF-16/32: the lookup table drops no character a copy can hold."""
-    from memkit.encodings import wide_spans
-    from memkit.matching import matcher
+    from memkit.scan.encodings import wide_spans
+    from memkit.scan.matching import matcher
 
     secret, text, encoding = case
     m = matcher(secret)
@@ -586,8 +601,8 @@ def test_many_secrets_in_one_pass_find_what_single_scans_find(tmp_path):
     """``scan(secrets=[...])`` over every reading the coverage rule adds (UTF-16 text,
     a gzip JSON backup, an FTS5 index whose content is gone) finds each secret exactly
     where a scan for that secret alone does; copies planted by the standard library."""
-    from memkit.residue import scan
-    from memkit.store import TieredMemoryStore
+    from memkit.residue.chroma import scan
+    from memkit.store.tiered import TieredMemoryStore
 
     side = tmp_path / "side"
     side.mkdir()

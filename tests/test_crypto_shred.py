@@ -1,4 +1,4 @@
-"""Encryption at rest and the ``crypto_shred`` deletion mode (memkit/keystore.py,
+"""Encryption at rest and the ``crypto_shred`` deletion mode (memkit/store/keystore.py,
 graphs/forget.py).
 
 Setup: the real session of LongMemEval instance 6b168ec8 with the canary sentence
@@ -19,14 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from graphs.forget import DELETION_MODES, LADDER, STUDY_MODES, build_forget_graph, forget, forget_user
+from graphs.forget import (
+    DELETION_MODES,
+    LADDER,
+    STUDY_MODES,
+    build_forget_graph,
+    forget,
+    forget_user,
+)
 from graphs.memory import write_session
 from graphs.nodes import make_summarizer
-from memkit.cache import LLMCache
 from memkit.errors import StoreError
-from memkit.extractive import ExtractiveChatModel
-from memkit.keystore import KeyDestroyed, KeyStore, is_sealed
+from memkit.models.extractive import ExtractiveChatModel
 from memkit.store import TieredMemoryStore
+from memkit.store.cache import LLMCache
+from memkit.store.keystore import KeyDestroyed, KeyStore, is_sealed
 
 pytestmark = pytest.mark.timeout(600)
 

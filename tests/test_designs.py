@@ -24,7 +24,7 @@ from graphs.designs import (
     scrubber,
 )
 from graphs.nodes import ExtractiveResponder, StoreRetriever, make_summarizer, user_turn_chunks
-from memkit.store import TieredMemoryStore
+from memkit.store.tiered import TieredMemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ NOT_REPO_FILES = {
     "compare.md", "OUT/compare.md", "report.md",  # outputs of memkit compare / report
     "src/evaluation/evaluate_qa.py",  # LongMemEval's scorer (xiaowu0162/LongMemEval)
     "matrix.md", "dir/file.json", "benchmarks/NAME.py",  # outputs and placeholder paths
-    ".memkit/compaction.json",  # the compaction journal beside a store (memkit/compaction.py)
+    ".memkit/compaction.json",  # the compaction journal beside a store (memkit/store/compaction.py)
     "evaluation/_runner.py",  # LangSmith's evaluate() (langchain-ai/langsmith-sdk)
 }
 

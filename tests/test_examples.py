@@ -179,19 +179,24 @@ def test_the_snippets_of_docs_audit_md_run(embedder):
     sys.modules[spec.name] = ex1
     spec.loader.exec_module(ex1)
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "audit.md").read_text(), re.S)
-    assert len(blocks) == 2 and len(blocks[0].strip().splitlines()) == 5
+    assert len(blocks) == 3 and len(blocks[1].strip().splitlines()) == 5
 
-    from memkit.extractive import answer
+    import howto_agent
+
+    from memkit.models.chat import embeddings
+    from memkit.models.extractive import answer
 
     printed: list[str] = []
     env = {"build_agent": ex1.build_agent, "build_memory_writer": ex1.build_memory_writer,
+           "build_graph": howto_agent.build_graph, "model": howto_agent.echo_model(), "embed": embeddings(),
            "my_agent": lambda question, memories: answer(question, memories),
            "print": lambda *a: printed.append(" ".join(map(str, a)))}
-    exec(blocks[0].replace("n=4", "n=1"), env)
-    exec(blocks[1].replace("n=4", "n=1"), env)
-    assert len(printed) == 2
-    assert "| AER max | 1.00 [1.00, 1.00] | 0.00 |" in printed[0]  # leaked, then purged
-    assert "| AER max | 1.00 [1.00, 1.00] | - |" in printed[1]  # echoes memories, no forget
+    for block in blocks:
+        exec(block.replace("n=4", "n=1"), env)
+    assert len(printed) == 3
+    assert "| AER max | 1.00 [1.00, 1.00] | 0.00 |" in printed[0]  # your graph: leaked, then deleted
+    assert "| AER max | 1.00 [1.00, 1.00] | 0.00 |" in printed[1]  # leaked, then purged
+    assert "| AER max | 1.00 [1.00, 1.00] | - |" in printed[2]  # echoes memories, no forget
 
 
 def test_example5_audit_of_mem0_finds_its_history_and_chroma_copies(tmp_path):

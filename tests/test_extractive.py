@@ -1,6 +1,6 @@
-"""The extractive backend (memkit/extractive.py) and the LLM cache (memkit/cache.py).
+"""The extractive backend (memkit/models/extractive.py) and the LLM cache (memkit/store/cache.py).
 
-Expected values are derived by hand from the definitions in memkit/extractive.py's
+Expected values are derived by hand from the definitions in memkit/models/extractive.py's
 docstring, on a real LongMemEval session (instance 6b168ec8, "How many bikes do I own?").
 """
 
@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from graphs.prompts import facts_prompt, respond_prompt, summary_prompt
-from memkit.cache import LLMCache, contains_secret
-from memkit.extractive import (
+from memkit.models.extractive import (
     FACTS_MARKER,
     NO_MEMORY_ANSWER,
     ExtractiveChatModel,
@@ -30,7 +29,8 @@ from memkit.extractive import (
     parse_prompt,
     split_sentences,
 )
-from memkit.matching import alnum_fold
+from memkit.scan.matching import alnum_fold
+from memkit.store.cache import LLMCache, contains_secret
 
 CANARY = "XQ7-VIOLET-3829"
 CANARY_SENTENCE = f"By the way, my private session token is {CANARY}."
@@ -163,7 +163,7 @@ def test_chat_model_route_equals_plain_functions(bike_turns, embedder) -> None:
 
 
 def test_chat_model_factory() -> None:
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     model = chat_model("extractive", n_sentences=1)
     assert isinstance(model, ExtractiveChatModel) and model.n_sentences == 1

@@ -215,7 +215,7 @@ def test_cost_is_said_per_unit_for_the_grid():
     from evaluators.runner import probe_queries
     from evaluators.sweep.config import SweepConfig
     from evaluators.sweep.run import cost_line
-    from memkit.longmemeval import synthetic
+    from memkit.dataset.synthetic import synthetic
 
     cfg = SweepConfig(model="openai:gpt-4o-mini", ks=[1, 3], summary_levels=[0], deletion_modes=["raw_only"])
     insts = synthetic(2, 0, sessions_per_instance=3, turns_per_session=6)
@@ -226,7 +226,7 @@ def test_cost_is_said_per_unit_for_the_grid():
 
 
 def test_every_chat_backend_has_a_default_cap_on_generated_tokens():
-    from memkit.models import DEFAULT_MAX_TOKENS, chat_model
+    from memkit.models.chat import DEFAULT_MAX_TOKENS, chat_model
 
     assert chat_model("openai:gpt-4o-mini", api_key="k").max_tokens == DEFAULT_MAX_TOKENS
     assert chat_model("openai:gpt-4o-mini", api_key="k", max_tokens=32).max_tokens == 32

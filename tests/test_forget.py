@@ -2,7 +2,7 @@
 
 Setup: the real session of LongMemEval instance 6b168ec8 with the canary sentence
 "By the way, my private session token is XQ7-VIOLET-3829." appended to the 4th user
-turn (turn index 6), as memkit.canaries.plant weaves it at a sentence boundary. The
+turn (turn index 6), as memkit.dataset.canaries.plant weaves it at a sentence boundary. The
 memory is written at S=1 by the extractive backend *through its chat model* with an
 LLMCache, so the canary sits in a raw turn, in the summary fact derived from it and in
 the cache (the summarizer's prompt and reply, and one probe's prompt and reply).
@@ -18,9 +18,9 @@ import pytest
 from graphs.forget import DELETION_MODES, LADDER, build_forget_graph, forget
 from graphs.memory import retrieve, write_session
 from graphs.nodes import make_responder, make_summarizer
-from memkit.cache import LLMCache, contains_secret
-from memkit.extractive import ExtractiveChatModel
-from memkit.store import TieredMemoryStore
+from memkit.models.extractive import ExtractiveChatModel
+from memkit.store.cache import LLMCache, contains_secret
+from memkit.store.tiered import TieredMemoryStore
 
 CANARY = "XQ7-VIOLET-3829"
 CANARY_SENTENCE = f"By the way, my private session token is {CANARY}."
@@ -77,8 +77,8 @@ def memory(tmp_path, session) -> Memory:
 
 
 def _residue_surfaces(m: Memory) -> list[str]:
-    """Surfaces where memkit.residue.scan still finds the canary."""
-    from memkit.residue import scan
+    """Surfaces where memkit.residue.chroma.scan still finds the canary."""
+    from memkit.residue.chroma import scan
 
     report = scan(m.store, CANARY, cache_paths=[m.cache.path])
     return sorted(s for s, n in report.counts().items() if n)

@@ -18,11 +18,11 @@ import pytest
 from langchain_core.outputs import Generation
 
 from graphs.forget import build_forget_graph, forget, forget_user, user_namespaces
-from memkit.cache import LLMCache
-from memkit.fingerprint import NGRAM_N, fingerprint, load_turns
-from memkit.langgraph_store import MemkitStore
-from memkit.residue import scan
-from memkit.store import Chunk, TieredMemoryStore
+from memkit.residue.chroma import scan
+from memkit.residue.fingerprint import NGRAM_N, fingerprint, load_turns
+from memkit.store.cache import LLMCache
+from memkit.store.langgraph import MemkitStore
+from memkit.store.tiered import Chunk, TieredMemoryStore
 
 ALICE = [
     {"role": "user", "content": "My email is alice.walker@example.org and my cat Pumpernickel hates thunderstorms."},
@@ -107,7 +107,7 @@ def test_load_turns_reads_users_and_names_bad_lines(tmp_path):
 
 def test_forget_user_full_purge_leaves_no_fingerprint_anywhere(two_users):
     store, cache, fp, root = two_users
-    assert user_namespaces(store, "alice") == ["alice"]
+    assert user_namespaces(store, "alice") == [("alice",)]
     before = scan(store, secrets=fp, cache_paths=[cache.path], check_embeddings=False)
     assert before.total > 0
     result = forget_user(store, "alice", "full_purge", fingerprints=fp, cache=cache)
@@ -230,7 +230,7 @@ def test_tombstone_redaction_redacts_numbers_and_keeps_the_shape(embedder, value
 ])
 def test_redacting_design_leaves_no_copy_by_the_matcher(text):
     from graphs.designs import scrub_text
-    from memkit.matching import contains_secret
+    from memkit.scan.matching import contains_secret
 
     out = scrub_text(text)
     assert not contains_secret(out, "alice.walker@example.org"), out

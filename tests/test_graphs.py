@@ -35,8 +35,8 @@ from graphs.nodes import (
     user_turn_chunks,
 )
 from graphs.prompts import parse_fact_lines, parse_summary
-from memkit.extractive import ExtractiveChatModel, split_sentences
-from memkit.store import Chunk, TieredMemoryStore
+from memkit.models.extractive import ExtractiveChatModel, split_sentences
+from memkit.store.tiered import Chunk, TieredMemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "How many bikes do I own?"
@@ -48,9 +48,9 @@ THREE_BIKES = (
 
 @pytest.fixture(scope="module")
 def instance(sample_path):
-    """Instance 6b168ec8, through memkit.longmemeval.load when it exists, else plain json."""
+    """Instance 6b168ec8, through memkit.dataset.longmemeval.load when it exists, else plain json."""
     try:
-        from memkit.longmemeval import load
+        from memkit.dataset.longmemeval import load
     except ImportError:
         data = json.loads(sample_path.read_text())
         return next(x for x in data if x["question_id"] == "6b168ec8")
@@ -261,8 +261,8 @@ from pathlib import Path
 root = Path(os.environ["MEMKIT_CACHE_DIR"]).parent
 specs = {specs!r}
 mods = {{n: importlib.import_module(p[:-3].replace("/", ".")) for n, (p, _) in specs.items()}}
-import memkit.models
-assert memkit.models.embeddings.cache_info().currsize == 0, "a model was loaded at import"
+import memkit.models.chat
+assert memkit.models.chat.embeddings.cache_info().currsize == 0, "a model was loaded at import"
 assert sorted(p.name for p in root.iterdir()) == [], "import created files"
 import asyncio, inspect
 factories = {{n: getattr(mods[n], a) for n, (_, a) in specs.items()}}
@@ -289,8 +289,8 @@ print(sorted(p.name for p in root.iterdir()))
 
 
 def test_turn_objects_from_the_loader(sample_path, session) -> None:
-    """memkit.longmemeval.Turn objects give the same raw chunks as the JSON dicts."""
-    from memkit.longmemeval import load
+    """memkit.dataset.longmemeval.Turn objects give the same raw chunks as the JSON dicts."""
+    from memkit.dataset.longmemeval import load
 
     inst = next(x for x in load(sample_path) if x.question_id == "6b168ec8")
     sid, date, turns = session
@@ -309,8 +309,8 @@ def test_write_sessions_equals_one_invoke_per_session(sample_path, S) -> None:
     """write_sessions (one invocation with every session: one embedding batch, one
     upsert) stores what invoking the graph once per session stores, and the embedder
     sees every user turn in one call."""
-    from memkit.longmemeval import load
-    from memkit.models import MiniLMEmbeddings
+    from memkit.dataset.longmemeval import load
+    from memkit.models.chat import MiniLMEmbeddings
 
     inst = next(x for x in load(sample_path) if x.question_id == "06db6396")  # 2 sessions of 12 turns
     sessions = list(inst.sessions())

@@ -14,7 +14,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from evaluators.judge import JudgeParseError, judge_correct, judge_prompt, judge_verdict
-from memkit.models import chat_model
+from memkit.models.chat import chat_model
 from tests.fakes import FakeOpenAIServer
 
 Q, A, REF, QTYPE = "How many coins do I have?", "You had 38, now you have 35.", 38, "knowledge-update"
@@ -128,3 +128,35 @@ def test_an_unparsed_structured_reply_is_read_then_asked_again_in_one_word():
     v = judge_verdict(model, Q, A, REF, QTYPE)
     assert (v.correct, v.method, v.reply) == (True, "text", "Yes.")
     assert v.structured_error.startswith("no clear verdict in the structured reply")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reply", ['{"correct": "incorrect", "reason": "Yes, 38 is there."}',
+                                   '{"reason": "Yes, that is a clear mismatch"}',
+                                   '{"correct": 1, "reason": "Yes."}',
+                                   '{"correct": "yes, wait no", "reason": "x"}'])
+def test_a_structured_reply_without_a_typed_verdict_is_unparsed(reply):
+    """The schema's ``correct`` is a boolean: a JSON reply breaking it is unparsed (the
+    one-word prompt is asked; this server answers the same JSON, unparsed again), never
+    read from its reason's words or from pydantic's lax bool."""
+    with FakeOpenAIServer(reply=reply) as server:
+        v = judge_verdict(_judge(server), Q, A, REF, QTYPE)
+    assert (v.correct, v.method, v.unparsed) == (None, "text", True)
+    assert v.structured_error.startswith("ValidationError")
+    assert len(server.requests) == 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("reply", "verdict"), [('{"correct": "yes", "reason": "No doubt."}', True),
+                                                ('{"correct": "No", "reason": "Yes at first."}', False)])
+def test_the_schema_words_are_a_structured_verdict(reply, verdict):
+    with FakeOpenAIServer(reply=reply) as server:
+        v = judge_verdict(_judge(server), Q, A, REF, QTYPE)
+    assert (v.correct, v.method, v.structured_error) == (verdict, "structured", None)
+
+
+def test_an_unparsed_structured_reply_is_not_read_from_its_prose():
+    model = FakeParserFailingJudge(structured_reply='{"correct": "incorrect", "reason": "Yes."}',
+                                   messages=iter([AIMessage(content="No.")]))
+    v = judge_verdict(model, Q, A, REF, QTYPE)
+    assert (v.correct, v.method, v.reply) == (False, "text", "No.")

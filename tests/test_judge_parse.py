@@ -95,3 +95,49 @@ def test_parse_yes_no_raises_on_an_unparsed_reply():
         parse_yes_no("Yes or no")
     with pytest.raises(TypeError, match="reply must be a string"):
         parse_verdict(None)  # type: ignore[arg-type]
+
+
+STRUCTURED: list[tuple[str, bool | None]] = [
+    # a structured verdict is a boolean or exactly yes/no/true/false; anything else is
+    # unparsed, and the prose of a structured reply is never read
+    ('{"correct": "incorrect", "reason": "The reply gives 35."}', None),
+    ('{"correct": "incorrect", "reason": "Yes, the reply is wrong."}', None),
+    ('{"correct": "correct"}', None),
+    ('{"correct": "yes, wait no", "reason": "x"}', None),
+    ('{"correct": "Yes."}', None),
+    ('{"correct": 1, "reason": "x"}', None),
+    ('{"correct": null, "reason": "Yes."}', None),
+    ('{"correct": "on"}', None),
+    ('{"reason": "Yes, that is a clear mismatch"}', None),
+    ('{"reason": "Yes, that is a clear mismatch", "confidence": 0.9}\nYes.', None),
+    ('Sure. {"verdict": "maybe"} Final answer: yes', None),
+    ('{"correct": true, "reason": "x"}\n{"correct": false, "reason": "y"}', None),
+    ("correct: incorrect, reason: Yes it matches", None),
+    ("correct = maybe\nYes.", None),
+    # the schema's words as the whole value, any case
+    ('{"correct": "yes", "reason": "No discrepancy."}', True),
+    ('{"correct": " NO ", "reason": "Yes, 38 is there."}', False),
+    ('{"correct": "True"}', True),
+    ("{'correct': 'false', 'reason': 'yes'}", False),
+    ('```json\n{"is_correct": false, "reason": "Yes at first."}\n```', False),
+    ('{"verdict": "yes", "correct": true}', True),
+    ("correct: true", True),
+    ('{"correct": false, "rea', False),  # cut by max_tokens after its verdict key
+]
+
+
+@pytest.mark.parametrize(("reply", "verdict"), STRUCTURED)
+def test_a_structured_verdict_is_typed_and_read_from_its_keys_only(reply, verdict):
+    assert parse_verdict(reply) is verdict
+
+
+def test_no_structured_reply_without_a_typed_verdict_reads_as_yes():
+    """Every structured reply here carries a yes in its prose; none reads as yes unless
+    its key is a boolean or exactly a yes word."""
+    bad_values = ['"incorrect"', '"correct"', '"yes, but no"', '"no."', "1", "0", "null", '"y"',
+                  '"on"', '"right"', '"wrong"', '{"v": true}', '["yes"]', '""', "tru"]
+    for value in bad_values:
+        for key in ("correct", "is_correct", "verdict", "answer"):
+            reply = f'{{"{key}": {value}, "reason": "Yes, it matches. Yes."}}'
+            assert parse_verdict(reply) is None, reply
+            assert parse_verdict(f'{{"reason": "Yes.", "{key}": {value}}}') is None

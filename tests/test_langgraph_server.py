@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from memkit.residue import scan
+from memkit.residue.chroma import scan
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +147,10 @@ def test_write_forget_read_under_langgraph_dev(dev_server) -> None:
     deadline = time.time() + 40
     while time.time() < deadline and ".langgraph_ops.pckl" in _bytes_hits(api, CANARY_1):
         time.sleep(1)
-    time.sleep(12)
+    # ... and one more flush after that (a file written after we saw the deletion), not a fixed wait
+    seen = time.time()
+    while time.time() < deadline + 30 and not any(p.stat().st_mtime > seen for p in api.glob("*.pckl")):
+        time.sleep(0.5)
     plain = _bytes_hits(api, CANARY_1)
     assert ".langgraph_ops.pckl" not in plain, plain
     print("langgraph dev files holding the canary after thread deletion:", plain)

@@ -1,4 +1,4 @@
-"""MemkitStore (memkit/langgraph_store.py) against LangGraph's InMemoryStore as the oracle.
+"""MemkitStore (memkit/store/langgraph.py) against LangGraph's InMemoryStore as the oracle.
 
 langgraph 1.2 ships no store conformance suite, so the same random operation
 sequences run against ``InMemoryStore`` (with the same MiniLM embedder as its index)
@@ -30,8 +30,8 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from memkit.langgraph_store import MemkitStore, item_chunk_id, namespace_key
-from memkit.store import Chunk, TieredMemoryStore
+from memkit.store.langgraph import MemkitStore, item_chunk_id, namespace_key
+from memkit.store.tiered import Chunk, TieredMemoryStore
 
 # Labels that look like wildcards or separators are literal in a search prefix.
 NAMESPACES = [("a",), ("a", "x"), ("a", "y"), ("b",), ("b", "x", "z"), ("*",), ("*", "x"), ("_",),
@@ -416,7 +416,7 @@ def test_a_langgraph_graph_compiled_with_the_store(store):
 def test_a_star_user_reads_nothing_of_other_users(embedder):
     """Namespaces are literal: a user whose id is "*" must not read every user's
     memories (InMemoryStore returns only that user's own items)."""
-    from memkit.store import TieredMemoryStore
+    from memkit.store.tiered import TieredMemoryStore
 
     store = MemkitStore(TieredMemoryStore(embedder=embedder), index={"fields": ["text"]})
     oracle = InMemoryStore(index={"dims": 384, "embed": embedder, "fields": ["text"]})

@@ -103,7 +103,7 @@ def test_extraction_and_forgetting_evaluators():
 
 
 def test_extraction_uses_the_shared_matcher():
-    # a Unicode-dash copy is the secret for the normalized detector (memkit.matching),
+    # a Unicode-dash copy is the secret for the normalized detector (memkit.scan.matching),
     # not for the study's exact indicator that the score counts
     out = extraction_evaluator({}, {"response": "token XQ7\u2013VIOLET\u20133829"}, {"secret": SECRET})
     assert out["score"] == 0.0

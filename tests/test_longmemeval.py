@@ -1,4 +1,4 @@
-"""Tests for memkit.longmemeval: loading (whole and streamed), validation errors,
+"""Tests for memkit.dataset.longmemeval: loading (whole and streamed), validation errors,
 sampling and the synthetic generator."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memkit import longmemeval as lme
-from memkit.longmemeval import Instance, LongMemEvalError
+from memkit.dataset import longmemeval as lme
+from memkit.dataset import synthetic as syn
+from memkit.dataset.longmemeval import Instance, LongMemEvalError
 
 FIELDS = (
     "question_id", "question_type", "question", "answer", "question_date",
@@ -201,7 +202,7 @@ _WRONG = {
 
 @pytest.fixture(scope="module")
 def fuzz_base() -> list[dict]:
-    return [x.to_dict() for x in lme.synthetic(4, 11, sessions_per_instance=(2, 3), turns_per_session=4)]
+    return [x.to_dict() for x in syn.synthetic(4, 11, sessions_per_instance=(2, 3), turns_per_session=4)]
 
 
 @settings(max_examples=40, deadline=None)
@@ -291,11 +292,11 @@ def test_fuzz_invalid_json(fuzz_base: list[dict], scratch: Path, data, stream: b
 
 
 def _population() -> list[Instance]:
-    a = lme.synthetic(10, 1, question_types=["single-session-user"], turns_per_session=4,
+    a = syn.synthetic(10, 1, question_types=["single-session-user"], turns_per_session=4,
                       sessions_per_instance=1)
-    b = lme.synthetic(6, 2, question_types=["knowledge-update"], turns_per_session=4,
+    b = syn.synthetic(6, 2, question_types=["knowledge-update"], turns_per_session=4,
                       sessions_per_instance=2)
-    c = lme.synthetic(4, 3, question_types=["temporal-reasoning"], turns_per_session=4,
+    c = syn.synthetic(4, 3, question_types=["temporal-reasoning"], turns_per_session=4,
                       sessions_per_instance=2)
     return a + b + c
 
@@ -337,11 +338,11 @@ def test_sample_deterministic_order_and_bounds() -> None:
 
 def test_write_synthetic_s_sized_round_trip(scratch: Path) -> None:
     size = {"sessions_per_instance": 50, "turns_per_session": 10}
-    path = lme.write_synthetic(scratch / "synthetic_s.json", 3, 42, **size)
+    path = syn.write_synthetic(scratch / "synthetic_s.json", 3, 42, **size)
     raw = json.loads(path.read_text(encoding="utf-8"))
     assert [sorted(r) for r in raw] == [sorted(FIELDS)] * 3
     loaded = lme.load(path)
-    assert loaded == lme.synthetic(3, 42, **size)
+    assert loaded == syn.synthetic(3, 42, **size)
     assert lme.load(path, stream_threshold=0, chunk_chars=1000) == loaded
     assert [x.to_dict() for x in loaded] == raw
     for inst in loaded:
@@ -350,12 +351,12 @@ def test_write_synthetic_s_sized_round_trip(scratch: Path) -> None:
 
 
 def test_synthetic_deterministic_and_seed_dependent() -> None:
-    a = lme.synthetic(6, 7)
-    assert a == lme.synthetic(6, 7)
-    assert lme.synthetic(3, 7) == a[:3]
-    b = lme.synthetic(6, 8)
+    a = syn.synthetic(6, 7)
+    assert a == syn.synthetic(6, 7)
+    assert syn.synthetic(3, 7) == a[:3]
+    b = syn.synthetic(6, 8)
     assert all(x.to_dict() != y.to_dict() for x, y in zip(a, b, strict=True))
-    assert len({x.question_id for x in lme.synthetic(60, 1)}) == 60
+    assert len({x.question_id for x in syn.synthetic(60, 1)}) == 60
 
 
 def _words_in(text: str, phrase: str) -> bool:
@@ -363,7 +364,7 @@ def _words_in(text: str, phrase: str) -> bool:
 
 
 def test_synthetic_evidence_and_answers() -> None:
-    data = lme.synthetic(36, 3, sessions_per_instance=(2, 8))
+    data = syn.synthetic(36, 3, sessions_per_instance=(2, 8))
     assert Counter(x.question_type for x in data) == {t: 6 for t in lme.QUESTION_TYPES}
     for inst in data:
         evidence = [(sid, t) for sid, _, turns in inst.sessions() for t in turns if t.has_answer]
@@ -397,7 +398,7 @@ def test_synthetic_evidence_and_answers() -> None:
 
 
 def test_synthetic_small_talk_is_varied() -> None:
-    data = lme.synthetic(4, 9, sessions_per_instance=50, turns_per_session=10)
+    data = syn.synthetic(4, 9, sessions_per_instance=50, turns_per_session=10)
     user = [t.content for x in data for _, _, turns in x.sessions() for t in turns
             if t.role == "user" and not t.has_answer]
     assert len(user) >= 4 * 50 * 4
@@ -407,20 +408,20 @@ def test_synthetic_small_talk_is_varied() -> None:
 
 
 def test_synthetic_sizes_and_abstention() -> None:
-    one = lme.synthetic(5, 1, sessions_per_instance=1, turns_per_session=4,
+    one = syn.synthetic(5, 1, sessions_per_instance=1, turns_per_session=4,
                         question_types=["single-session-user", "single-session-preference"])
     assert all(len(x.haystack_sessions) == 1 and len(x.haystack_sessions[0]) == 4 for x in one)
     with pytest.raises(ValueError, match="multi-session"):
-        lme.synthetic(2, 1, sessions_per_instance=1)
+        syn.synthetic(2, 1, sessions_per_instance=1)
     with pytest.raises(ValueError, match="turns_per_session"):
-        lme.synthetic(2, 1, turns_per_session=2)
+        syn.synthetic(2, 1, turns_per_session=2)
     with pytest.raises(ValueError, match="unknown question types"):
-        lme.synthetic(2, 1, question_types=["trivia"])
-    ranged = lme.synthetic(30, 2, sessions_per_instance=(1, 6))
+        syn.synthetic(2, 1, question_types=["trivia"])
+    ranged = syn.synthetic(30, 2, sessions_per_instance=(1, 6))
     for x in ranged:
         lo = 1 if x.question_type.startswith("single-session") else 2
         assert lo <= len(x.haystack_sessions) <= 6
-    abstain = lme.synthetic(12, 4, abstention_rate=1.0)
+    abstain = syn.synthetic(12, 4, abstention_rate=1.0)
     assert all(x.is_abstention and x.question_id.endswith("_abs") for x in abstain)
     assert not any(x.has_labels for x in abstain)
     assert all(x.answer.startswith("The information provided is not enough") for x in abstain)

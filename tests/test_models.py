@@ -1,4 +1,4 @@
-"""memkit.models: offline embeddings, llama.cpp, OpenAI-compatible server, helpful errors."""
+"""memkit.models.chat: offline embeddings, llama.cpp, OpenAI-compatible server, helpful errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import socket
 import numpy as np
 import pytest
 
-from memkit import models
-from memkit.models import ModelSpecError, chat_model
+from memkit.models import chat as models
+from memkit.models.chat import ModelSpecError, chat_model
 
 
 def test_embeddings_offline_unit_norm_and_semantic(embedder, monkeypatch):
@@ -117,7 +117,7 @@ def test_encode_memo_matches_fresh_encoding(embedder):
 
 
 def test_encode_memo_bounded_and_forgettable():
-    from memkit.models import MiniLMEmbeddings
+    from memkit.models.chat import MiniLMEmbeddings
 
     small = MiniLMEmbeddings(cache_size=1)
     vecs = small.encode(["one sentence here", "another sentence there", "one sentence here"])

@@ -25,8 +25,8 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from memkit import surfaces_pg  # noqa: E402
-from memkit.pg_pages import DecodeError, pglz_decompress  # noqa: E402
+from memkit.postgres import surfaces as surfaces_pg  # noqa: E402
+from memkit.postgres.pages import DecodeError, pglz_decompress  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "lambda"]
@@ -467,7 +467,7 @@ def test_wal_records_and_page_images_as_pg_waldump_reads_them(srv_waldir):
     """memkit's WAL reader decodes as many records as pg_waldump reads from the first
     segment, and as many full-page images as it saves (a WAL with no recycled
     segment, so both read the same records)."""
-    from memkit.pg_wal import read_wal
+    from memkit.postgres.wal import read_wal
 
     uri, _, elsewhere = srv_waldir
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -507,9 +507,9 @@ def test_wal_records_and_page_images_as_pg_waldump_reads_them(srv_waldir):
 def test_wal_of_a_version_memkit_does_not_know_is_partly_read(srv_waldir, tmp_path):
     """A WAL file whose pages carry a magic memkit does not know: its bytes are matched
     raw, its records are not decoded, and ``disk_pg_wal`` says so."""
-    from memkit.pg_decode import DiskDecoder
-    from memkit.pg_wal import read_wal
-    from memkit.surfaces_pg import DISK_SURFACES, _wal_sources
+    from memkit.postgres.decode import DiskDecoder
+    from memkit.postgres.surfaces import DISK_SURFACES, _wal_sources
+    from memkit.postgres.wal import read_wal
 
     _, _, elsewhere = srv_waldir
     seg = sorted(p for p in elsewhere.iterdir() if p.is_file() and len(p.name) == 24)[0]
@@ -535,8 +535,8 @@ def test_lz4_values_decode_with_the_lz4_package_and_are_partly_read_without_it()
     lz4 writes it: decoded by PyPI's lz4; without it, reported as not decoded."""
     import lz4.block
 
-    from memkit.pg_decode import DiskDecoder
-    from memkit.pg_pages import compressed_datums
+    from memkit.postgres.decode import DiskDecoder
+    from memkit.postgres.pages import compressed_datums
 
     secret = "LZ4-CERISE-3003"
     value = (f"note {secret} " + "the same words again " * 300).encode()
@@ -570,7 +570,7 @@ def test_toast_chunks_whose_first_chunk_is_gone_are_partly_read():
     """Chunks of a value whose first chunk and pointer are gone cannot say whether the
     value was compressed: read at their boundaries, and reported as partly read. With
     the first chunk (uncompressed text) present, the value is read in full."""
-    from memkit.pg_decode import DiskDecoder
+    from memkit.postgres.decode import DiskDecoder
 
     secret = "CHUNK-SEPIA-2718"
     rng = random.Random(11)

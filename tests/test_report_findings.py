@@ -1,6 +1,6 @@
 """report.md for a synthetic run (hand-built records) and for a small real-sample sweep:
 findings first, relative ΔS, n/a FRS, legends, forensic residue in words, canaries in
-hypotheses (counted with memkit.matching, masked by --redact-hypotheses)."""
+hypotheses (counted with memkit.scan.matching, masked by --redact-hypotheses)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from evaluators.cli.report import register as register_cli
 from evaluators.cli.sweep import register as register_sweep
 from evaluators.findings import evaluate_findings, study_findings
 from evaluators.report import write_report
-from memkit.matching import contains_secret
+from memkit.scan.matching import contains_secret
 
 CANARY = {"A": "XQ7-VIOLET-3829", "B": "KT2-AMBER-1044", "C": "PL9-OLIVE-7310"}
 
@@ -71,6 +71,7 @@ def _results_file(recs: list[dict]) -> str:
 def synthetic_run(tmp_path) -> Path:
     out = tmp_path / "run"
     out.mkdir()
+    (out / ".memkit-run").write_text('{"kind": "sweep"}\n')  # as memkit sweep marks its --out
     recs = _records()
     metrics = compute_metrics(recs, n_resamples=100, seed=0)
     metrics["model"] = metrics["summarizer_model"] = "extractive"

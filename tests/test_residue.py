@@ -1,4 +1,4 @@
-"""Tests of memkit.residue on real chromadb directories and the real MiniLM embedder.
+"""Tests of memkit.residue.chroma on real chromadb directories and the real MiniLM embedder.
 
 The central properties (issue 3): after delete + provenance cascade + compact, and
 after redact + compact, no surface holds the secret; after delete alone, the copy the
@@ -27,13 +27,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evaluators.cli.residue import register as register_cli
-from memkit.residue import (
+from memkit.residue.chroma import (
     SURFACES,
     NotAChromaDirectory,
     scan,
     secret_bytes_regex,
 )
-from memkit.store import Chunk, TieredMemoryStore, chunk_id, compact_directory
+from memkit.store.tiered import Chunk, TieredMemoryStore, chunk_id, compact_directory
 
 SECRET = "XQ7-VIOLET-3829"
 SEPS = rb"[ \t\r\n\f\v\-_]"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.sweep import SweepConfig, load_instances, load_records
-from memkit.models import ModelSpecError, check_llamacpp
+from memkit.models.chat import ModelSpecError, check_llamacpp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -193,6 +193,7 @@ def test_a_run_that_failed_before_any_unit_does_not_block_the_next(tmp_path):
     the next configuration instead of refusing it."""
     out = tmp_path / "run"
     out.mkdir()
+    (out / ".memkit-run").write_text('{"kind": "sweep"}\n')  # memkit marks --out before any write
     (out / "config.json").write_text(json.dumps({"data": "something else"}))
     (out / "results.jsonl").write_text('{"type": "canary", "unit": "x::S0"}\n')
     proc = _memkit("sweep", "--n", "1", "--summary-levels", "0", "--k", "1", "--deletion-modes", "",

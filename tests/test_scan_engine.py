@@ -18,8 +18,8 @@ import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memkit.matching import matcher, max_copy_bytes, prefilter_pattern
-from memkit.scan_engine import ScanEngine
+from memkit.scan.engine import ScanEngine
+from memkit.scan.matching import matcher, max_copy_bytes, prefilter_pattern
 
 SECRET = "XQ7-VIOLET-3829"
 PHONE = "5551234567"
@@ -277,7 +277,7 @@ def test_few_secrets_heads_that_are_not_copies(tokens):
     inside a tag's attribute, with and without window tokens (escapes that spell a
     character: without them every copy is found from its head), in one buffer and in
     chunks smaller than a copy."""
-    from memkit.scan_engine import PREFIX_CHARS
+    from memkit.scan.engine import PREFIX_CHARS
 
     rng = random.Random(7)
     long_ = "QX4-HARBOR-77215"  # 14 skeleton characters: the regex spells 8
@@ -357,7 +357,7 @@ def test_plain_pattern_is_the_byte_pattern_where_no_token_is():
     separators, separator runs at the bound and backslash runs."""
     import re
 
-    from memkit.matching import WINDOW_TOKENS, escaped_spellings, plain_match, spelling_points
+    from memkit.scan.matching import WINDOW_TOKENS, escaped_spellings, plain_match, spelling_points
 
     rng = random.Random(3)
     checked = 0
@@ -399,7 +399,7 @@ def test_tags_and_comments_end_at_control_bytes():
 
 
 def test_scan_files_in_worker_processes_equals_one_process(tmp_path):
-    from memkit.scan_engine import scan_files
+    from memkit.scan.engine import scan_files
 
     rng = random.Random(11)
     paths = []
@@ -422,7 +422,7 @@ def test_damaged_table_cache_is_rebuilt(tmp_path, monkeypatch):
     import sys
 
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path))
-    code = "from memkit.matching import matcher; print(bool(matcher('XQ7').search('x q 7')))"
+    code = "from memkit.scan.matching import matcher; print(bool(matcher('XQ7').search('x q 7')))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           check=True).stdout.strip() == "True"
     (cached,) = tmp_path.glob("matching-tables-*.pickle")

@@ -1,6 +1,6 @@
-"""The plain letters of a buffer (memkit/_letters.c, used by memkit/scan_plain.py): the C
+"""The plain letters of a buffer (memkit/scan/_letters.c, used by memkit/scan/plain.py): the C
 pass parses every construct exactly as the matcher's own separator patterns
-(``memkit.matching._SEP_PATTERNS``, read here with Python's ``re``) parse it from its
+(``memkit.scan.spellings.SEP_PATTERNS``, read here with Python's ``re``) parse it from its
 first byte, and maps every letter back to its offset."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memkit import _letters
-from memkit.matching import _SEP_PATTERNS
+from memkit.scan import _letters
+from memkit.scan.spellings import SEP_PATTERNS as _SEP_PATTERNS
 
 # tags, entities, percent-encoding, escapes: the separators the plain letters skip (ANSI
 # codes and comments are window tokens, searched elsewhere)

@@ -1,4 +1,4 @@
-"""Tests of memkit.store: real chromadb and the real all-MiniLM-L6-v2 embedder."""
+"""Tests of memkit.store.tiered: real chromadb and the real all-MiniLM-L6-v2 embedder."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memkit.store import (
+from memkit.store.tiered import (
     Chunk,
     CompactionReport,
     StoreError,
@@ -329,7 +329,7 @@ def test_persistence_and_compaction_keep_every_record(tmp_path, embedder):
     store.close()
     reopened = TieredMemoryStore(path, embedder=embedder)
     assert reopened.count() == 7
-    # no leftover build directories; beside the store only its inter-process lock (memkit.dirlock)
+    # no leftover build directories; beside the store only its inter-process lock (memkit.store.dirlock)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".store.memkit", "store"]
     q = reopened.collection.query(query_embeddings=vecs[:1], n_results=1)  # HNSW index works
     assert q["ids"][0] == [r[0].id]

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from memkit.residue import scan
-from memkit.store import Chunk, StoreError, TieredMemoryStore, chunk_id
+from memkit.residue.chroma import scan
+from memkit.store.tiered import Chunk, StoreError, TieredMemoryStore, chunk_id
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,7 +102,7 @@ def test_forget_in_another_process_while_a_store_is_open(tmp_path):
     assert {c.text for c in a.search("token", 3)} >= {f"my token is {secret}"}
     forget_b = _script(tmp_path, "b.py", f"""
         from helper_embedder import HashEmbedder
-        from memkit.store import TieredMemoryStore
+        from memkit.store.tiered import TieredMemoryStore
         from graphs.forget import forget
         store = TieredMemoryStore({str(path)!r}, embedder=HashEmbedder())
         r = forget(store, {secret!r}, "full_purge", namespace=None)
@@ -137,7 +137,7 @@ def test_writes_survive_twenty_purges_in_another_process(tmp_path):
         import time
         from helper_embedder import HashEmbedder
         from memkit.errors import StoreBusyError
-        from memkit.store import Chunk, StoreError, TieredMemoryStore, chunk_id
+        from memkit.store.tiered import Chunk, StoreError, TieredMemoryStore, chunk_id
         store = TieredMemoryStore({str(path)!r}, embedder=HashEmbedder(), lock_timeout=5)
         print("READY", flush=True)
         retries = 0
@@ -156,7 +156,7 @@ def test_writes_survive_twenty_purges_in_another_process(tmp_path):
     """)
     purger = _script(tmp_path, "purger.py", f"""
         from helper_embedder import HashEmbedder
-        from memkit.store import TieredMemoryStore
+        from memkit.store.tiered import TieredMemoryStore
         from graphs.forget import forget
         store = TieredMemoryStore({str(path)!r}, embedder=HashEmbedder())
         print("READY", flush=True)
@@ -187,7 +187,7 @@ def test_writes_survive_twenty_purges_in_another_process(tmp_path):
 ZYGOTE = """
 import os, sys, time
 from helper_embedder import HashEmbedder
-from memkit.store import TieredMemoryStore
+from memkit.store.tiered import TieredMemoryStore
 from graphs.forget import forget
 # Imports only: no chroma client has started, so forking is safe.
 print("ZYGOTE", flush=True)
@@ -323,7 +323,7 @@ def test_a_write_during_another_process_forget_waits_or_fails_retryably(tmp_path
     holder = _hold(tmp_path, "excl.py", f"""
         import time
         from helper_embedder import HashEmbedder
-        from memkit.store import TieredMemoryStore
+        from memkit.store.tiered import TieredMemoryStore
         store = TieredMemoryStore({str(path)!r}, embedder=HashEmbedder())
         with store.exclusive("forget full_purge"):
             print("HOLDING", flush=True)
@@ -351,8 +351,8 @@ def test_residue_reads_a_build_left_by_an_interrupted_compaction(tmp_path):
     The build is a plain copy made by shutil, holding the secret in a file."""
     import shutil
 
-    from memkit.residue import scan
-    from memkit.store import TieredMemoryStore
+    from memkit.residue.chroma import scan
+    from memkit.store.tiered import TieredMemoryStore
 
     path = tmp_path / "store"
     TieredMemoryStore(path).close()

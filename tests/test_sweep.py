@@ -125,6 +125,7 @@ def test_existing_results_need_resume_and_matching_config(small_run, tmp_path):
 def test_second_process_gets_a_lock_error(tmp_path):
     out = tmp_path / "locked"
     out.mkdir()
+    (out / ".memkit-run").write_text('{"kind": "sweep"}\n')  # a sweep marks its --out before it locks it
     with FileLock(str(out / ".lock")):
         with pytest.raises(SweepLockedError, match="another memkit sweep"):
             run_sweep(SweepConfig(n=1, summary_levels=[0], deletion_modes=[]), out, progress=False)
@@ -142,7 +143,7 @@ KILL_CFG = ["--n", "2", "--seed", "7", "--n-resamples", "200", "--quiet"]
 def _copies_left(row: dict) -> dict:
     """Surfaces of an frs row that still hold a copy, ``disk_hnsw`` included: memkit
     zeroes every region of the HNSW files that chroma/hnswlib write from
-    uninitialised heap memory (memkit.store._zero_hnsw_slack), and the stress test in
+    uninitialised heap memory (memkit.store.tiered._zero_hnsw_slack), and the stress test in
     tests/test_verdicts.py holds it to 0 over 200 cycles."""
     return {s: n for s, n in row["forensic_copies"].items() if n}
 

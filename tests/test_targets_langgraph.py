@@ -377,3 +377,34 @@ def test_langmem_on_postgres_writes_and_deletes_rows(pg_db):
         after = scan_all(target.surfaces(), [S1])
         assert _copies(after, "store_api", S1) == _copies(after, "pg_rows", S1) == _pg_rows_count(pg_db, S1) == 0
         assert after["disk_pg_heap"].status == "checked"  # no pgdata given: the server says where it is
+
+
+@pytest.mark.timeout(120)
+def test_a_wrong_pgdata_or_uri_is_refused_before_anything_is_created(pg_server, pg_db, tmp_path):
+    """`--pgdata` of another cluster (PG_VERSION and a pg_control with another system
+    identifier) and bad URIs: one line, exit 2, and no schema or table appears in the
+    database (plain SQL)."""
+    import psycopg
+    import typer
+    from typer.testing import CliRunner
+
+    from evaluators.cli.audit import register
+
+    other = tmp_path / "other"
+    (other / "global").mkdir(parents=True)
+    (other / "PG_VERSION").write_text((pg_server.pgdata / "PG_VERSION").read_text())
+    control = bytearray((pg_server.pgdata / "global" / "pg_control").read_bytes())
+    control[0] ^= 0xFF  # the system identifier is the first 8 bytes
+    (other / "global" / "pg_control").write_bytes(bytes(control))
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)
+    for args, msg in ((["--pg-uri", pg_db, "--pgdata", str(other)], "another cluster"),
+                      (["--pg-uri", pg_db + "_missing"], "cannot connect"),
+                      (["--pg-uri", "postgresql://u@127.0.0.1:notaport/x"], "--pg-uri")):
+        res = CliRunner().invoke(app, ["audit", "langgraph", "--backend", "postgres", *args])
+        assert res.exit_code == 2 and msg in res.output and "Traceback" not in res.output, res.output
+        assert len(res.output.strip().splitlines()) == 1
+    with psycopg.connect(pg_db) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'memkit_%'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = 'store'").fetchone()[0] == 0

@@ -1,4 +1,4 @@
-"""Leftover vectors (memkit/vectors.py) and what they reveal (memkit/vector_weigh.py).
+"""Leftover vectors (memkit/residue/vectors.py) and what they reveal (memkit/residue/weigh.py).
 
 The chroma#7662 case: 2,000 records written with chromadb itself, 100 deleted through
 its API, ``chroma vacuum`` run with chromadb's own CLI, then scanned: SQL says 1,900
@@ -21,11 +21,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from memkit.canaries import TOKEN_RE
-from memkit.facts import ATTRIBUTES, decoys, plant_fact
+from memkit.dataset.canaries import TOKEN_RE
+from memkit.dataset.facts import ATTRIBUTES, decoys, plant_fact
 from memkit.residue import scan
-from memkit.vector_weigh import PlantedItem, summarize, weigh
-from memkit.vectors import LeftoverVector, chroma_leftover_vectors, pg_vectors_in
+from memkit.residue.vectors import LeftoverVector, chroma_leftover_vectors, pg_vectors_in
+from memkit.residue.weigh import PlantedItem, summarize, weigh
 
 DIM = 16
 
@@ -108,8 +108,8 @@ def test_decoys_are_of_the_same_kind_and_weighing_ranks_the_true_value(embedder)
 
 
 def test_a_fact_is_planted_away_from_the_canary_with_its_own_stream() -> None:
-    from memkit.canaries import plant
-    from memkit.longmemeval import synthetic
+    from memkit.dataset.canaries import plant
+    from memkit.dataset.synthetic import synthetic
 
     inst = synthetic(1, 3)[0]
     p, c = plant(inst, 3)
@@ -155,9 +155,9 @@ def test_pgvector_leftover_vectors_of_deleted_canary_turns_are_weighed(pg_server
 
 def _turns(res, canary):
     """The planted instance's turns of the canary's session (regenerated as the audit did)."""
-    from memkit.canaries import plant
-    from memkit.facts import plant_fact
-    from memkit.longmemeval import synthetic
+    from memkit.dataset.canaries import plant
+    from memkit.dataset.facts import plant_fact
+    from memkit.dataset.synthetic import synthetic
 
     inst = next(i for i in synthetic(3, 2, sessions_per_instance=(2, 4), turns_per_session=(6, 8))
                 if i.question_id == canary["question_id"])

@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from graphs.forget import DISK_SURFACES, forget
-from memkit.cache import LLMCache
-from memkit.langgraph_store import MemkitStore
-from memkit.matching import contains_secret, matcher, redact_json, redact_text, skeleton
-from memkit.residue import scan
-from memkit.store import Chunk, StoreError, TieredMemoryStore
+from memkit.residue.chroma import scan
+from memkit.scan.matching import contains_secret, matcher, redact_json, redact_text, skeleton
+from memkit.store.cache import LLMCache
+from memkit.store.langgraph import MemkitStore
+from memkit.store.tiered import Chunk, StoreError, TieredMemoryStore
 
 SECRET = "XQ7-VIOLET-3829"
 
@@ -226,7 +226,7 @@ def test_accented_secret_in_a_langchain_llm_cache(tmp_path, embedder):
     """LangChain serialises the prompt itself (with its own JSON escaping); the cache,
     the scanner and the purge must all see the secret in it."""
     from graphs.nodes import make_responder
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     secret = "ZO\u00cb-Q7-4821"
     cache = LLMCache(tmp_path / "llm.sqlite")
@@ -553,7 +553,7 @@ def test_sqlite_checkpointer_on_disk(tmp_path, embedder):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from evaluators.audit import audit, store_forgetter
-    from memkit.residue import scan_checkpoints
+    from memkit.residue.chroma import scan_checkpoints
 
     ex1 = _example1()
     db = tmp_path / "checkpoints.sqlite"

@@ -13,28 +13,173 @@ callable ``register(app: typer.Typer) -> None``).
 | ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
 | ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.judge_run.judge_run` |
 | ``memkit audit`` | :mod:`evaluators.cli.audit` | :func:`evaluators.audit.audit` |
-| ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.scan` |
+| ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.chroma.scan` |
+
+A command's module is imported only when that command runs or shows its help
+(:class:`_LazyCommands`): ``memkit --help`` reads the commands' one-line help from
+their source, and a command never pays for the others' imports (scikit-learn,
+LangChain, torch), so help and option errors answer in a fraction of a second.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import sys
+from collections.abc import Iterator, MutableMapping
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 import memkit
+
+_INTERRUPTED = {
+    "residue": "the scan stopped before its verdict; it only reads, so nothing was changed",
+    "report": "the report was not finished; rerun `memkit report` on the run directory",
+    "compare": "the comparison was not finished; rerun the same command",
+    "judge": "the judge stopped; rerun the same command (judgements already cached are reused)",
+}
+"""What Ctrl-C leaves behind, per command (``sweep`` and ``audit`` say it themselves)."""
+
+
+COMMANDS: dict[str, str] = {
+    "residue": "evaluators.cli.residue",
+    "sweep": "evaluators.cli.sweep",
+    "report": "evaluators.cli.report",
+    "judge": "evaluators.cli.judge",
+    "compare": "evaluators.cli.compare",
+    "audit": "evaluators.cli.audit",
+}
+"""memkit's own commands, in the order ``--help`` lists them: name -> module (each
+with ``register(app)`` adding that one command)."""
+
+
+def _command_doc(module: str, name: str) -> str:
+    """The docstring of the function ``module`` registers as command ``name``, read
+    from the module's source (nothing is imported); ``""`` when it cannot be found."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return ""
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for dec in node.decorator_list:
+            if (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "command"
+                    and dec.args and isinstance(dec.args[0], ast.Constant) and dec.args[0].value == name):
+                return ast.get_docstring(node) or ""
+    return ""
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The group's ``name -> click command`` mapping: a command is built (its module
+    imported and registered on a Typer app of its own) on first access. Names are
+    memkit's :data:`COMMANDS`, then those of the ``memkit.commands`` entry points (a
+    name already taken is not replaced)."""
+
+    def __init__(self, app: typer.Typer) -> None:
+        self._app = app
+        self._built: dict[str, Any] = {}
+        self._eps: dict[str, Any] | None = None
+
+    def _entry_points(self) -> dict[str, Any]:
+        if self._eps is None:
+            self._eps = {ep.name: ep for ep in entry_points(group="memkit.commands") if ep.name not in COMMANDS}
+        return self._eps
+
+    def _names(self) -> list[str]:
+        extra = [n for n in self._built if n not in COMMANDS]
+        return list(COMMANDS) + extra + [n for n in self._entry_points() if n not in self._built]
+
+    def loaded(self, name: str) -> bool:
+        """Whether command ``name`` is already built."""
+        return name in self._built
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name in COMMANDS:
+                register = importlib.import_module(COMMANDS[name]).register
+            elif name in self._entry_points():
+                register = self._entry_points()[name].load()
+            else:
+                raise KeyError(name)
+            sub = typer.Typer()
+            register(sub)
+            _plain_metavars(sub)
+            for info in sub.registered_commands:
+                cmd = typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=self._app.pretty_exceptions_short,
+                    rich_markup_mode=self._app.rich_markup_mode)
+                if cmd.name and (cmd.name == name or cmd.name not in self._built):
+                    self._built.setdefault(cmd.name, cmd)
+            if name not in self._built:
+                raise KeyError(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, cmd: Any) -> None:
+        self._built[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in COMMANDS or name in self._entry_points()
+
+
+class _LazyGroup(TyperGroup):
+    """The ``memkit`` group over :class:`_LazyCommands`; its command list shows each
+    command not yet built by the first sentence of its docstring (as click shortens
+    it), read from the source."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(app)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        from typer._click.utils import make_default_short_help
+
+        commands = self.commands
+        rows = []
+        limit = formatter.width - 6 - max((len(n) for n in commands), default=0)
+        for name in self.list_commands(ctx):
+            if isinstance(commands, _LazyCommands) and not commands.loaded(name) and name in COMMANDS:
+                rows.append((name, make_default_short_help(_command_doc(COMMANDS[name], name), limit)))
+                continue
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 class _App(typer.Typer):
     """The ``memkit`` app: an operating-system error (a read-only run directory, a
     permission, a full disk) ends any command with one line and exit status 2, never
-    a traceback (:func:`evaluators.cli.errors.os_error_line`)."""
+    a traceback (:func:`evaluators.cli.errors.os_error_line`); commands are built
+    lazily (:class:`_LazyCommands`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().__call__(*args, **kwargs)
+        except KeyboardInterrupt:
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+            what = _INTERRUPTED.get(command, "stopped; nothing it was writing is complete")
+            sys.stderr.write(f"\nmemkit {command}: interrupted (Ctrl-C): {what}\n".replace("memkit : ", "memkit: "))
+            raise SystemExit(130) from None
         except OSError as exc:
             from evaluators.cli.errors import os_error_line
 
@@ -45,6 +190,7 @@ class _App(typer.Typer):
 
 app = _App(
     name="memkit",
+    cls=_LazyGroup,
     help="Audit the memory of LLM agents for privacy (PR, AER, PUA, FRS).",
     no_args_is_help=True,
     add_completion=False,
@@ -66,20 +212,6 @@ def main(
     ),
 ) -> None:
     """Audit the memory of LLM agents for privacy."""
-
-
-def _register() -> None:
-    """Attach memkit's own commands, then those other packages register under
-    ``memkit.commands`` (a name already taken is not replaced)."""
-    from evaluators.cli import audit, compare, judge, report, residue, sweep
-
-    for register in (residue.register, sweep.register, report.register,
-                     judge.register, compare.register, audit.register):
-        register(app)
-    taken = {c.name for c in app.registered_commands}
-    for ep in entry_points(group="memkit.commands"):
-        if ep.name not in taken:
-            ep.load()(app)
 
 
 def _plain_metavars(app: typer.Typer) -> None:
@@ -132,9 +264,6 @@ def _plain_metavars(app: typer.Typer) -> None:
             else:
                 info.metavar = name_for(tp)
 
-
-_register()
-_plain_metavars(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -13,13 +13,14 @@ class InputError(ValueError):
     """A command-line value that cannot work (the message names the option)."""
 
 
-def check_pg_uri(uri: str, option: str = "--pg-uri") -> None:
-    """Parse ``uri`` and connect to it once (5 s), closing at once.
+def check_pg_uri(uri: str, option: str = "--pg-uri", pgdata: Path | None = None) -> None:
+    """Parse ``uri`` and connect to it once (5 s), closing at once; with ``pgdata``,
+    check that it is that server's data directory (its system identifier).
 
     Raises:
         InputError: a malformed string, a server that does not answer, a database that
-            does not exist, refused credentials (the server's first line), or psycopg
-            missing (the extra to install).
+            does not exist, refused credentials (the server's first line), a data
+            directory of another server, or psycopg missing (the extra to install).
     """
     try:
         import psycopg
@@ -31,8 +32,14 @@ def check_pg_uri(uri: str, option: str = "--pg-uri") -> None:
     except psycopg.ProgrammingError as exc:
         raise InputError(f"{option}: not a PostgreSQL connection string ({str(exc).splitlines()[0]})") from exc
     try:
-        with psycopg.connect(uri, connect_timeout=5):
-            pass
+        with psycopg.connect(uri, connect_timeout=5, autocommit=True) as conn:
+            if pgdata is not None:
+                from memkit.postgres.database import data_directory
+
+                try:
+                    data_directory(conn, pgdata)
+                except ValueError as exc:
+                    raise InputError(str(exc)) from exc
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{option}: cannot connect: {first}") from exc
@@ -73,4 +80,4 @@ def check_audit_inputs(*, forget_scope: str, mode: str | None, junit: Path | Non
     if out is not None and not matrix:
         raise InputError("--out applies to --matrix")
     if pg_uri:
-        check_pg_uri(pg_uri)
+        check_pg_uri(pg_uri, pgdata=pgdata)

@@ -6,9 +6,6 @@ from pathlib import Path
 
 import typer
 
-from evaluators.compare import METRICS, UnpairedRunsError, ci_text, compare_runs, paired_text
-from evaluators.tables import signed_text
-
 
 def register(app: typer.Typer) -> None:
     """Register ``memkit compare`` on the ``memkit`` app."""
@@ -23,6 +20,15 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Bootstrap seed."),
     ) -> None:
         """Put finished sweeps side by side: Table 2, frontier, FRS, paired differences with CIs."""
+        from evaluators.compare import (
+            METRICS,
+            UnpairedRunsError,
+            ci_text,
+            compare_runs,
+            paired_text,
+        )
+        from evaluators.tables import signed_text
+
         try:
             result = compare_runs([str(d) for d in run_dirs], out, unpaired=unpaired,
                                   n_resamples=n_resamples, seed=seed)
@@ -32,5 +38,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"memkit compare: {len(result['runs'])} runs -> {out / 'compare.md'}"
                    + ("" if result["paired"] else " (UNPAIRED resampling)"))
         for d in result["differences"]:
-            typer.echo(f"  {d['A']} − {d['B']} S={d['S']} ({paired_text(d)}): "
+            level = d["S"] if "S_A" not in d else f"{d['S_A']} vs {'–' if d['S_B'] is None else d['S_B']}"
+            typer.echo(f"  {d['A']} − {d['B']} S={level} ({paired_text(d)}): "
                        + ", ".join(f"Δ{m}={signed_text(d[f'{m}_diff'])}{ci_text(d[f'{m}_diff_ci'])}" for m in METRICS))

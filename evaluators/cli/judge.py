@@ -8,8 +8,6 @@ from typing import Any
 
 import typer
 
-from evaluators.judge_run import judge_run
-
 
 def register(app: typer.Typer) -> None:
     """Register ``memkit judge RUN_DIR --model SPEC`` on the ``memkit`` app."""
@@ -21,11 +19,12 @@ def register(app: typer.Typer) -> None:
         base_url: str | None = typer.Option(None, help="Server URL for openai:/ollama: models."),
         api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key."),
         max_tokens: int | None = typer.Option(
-            None, help="Cap on generated tokens per judge call (default: memkit.models.DEFAULT_MAX_TOKENS)."),
+            None, help="Cap on generated tokens per judge call (default: memkit.models.chat.DEFAULT_MAX_TOKENS)."),
     ) -> None:
         """Re-score a run's answers with an LLM judge; write rule–judge agreement into
         metrics.json and the report."""
-        from memkit.models import ModelSpecError, chat_model
+        from evaluators.judge_run import judge_run
+        from memkit.models.chat import ModelSpecError, chat_model
 
         kw: dict[str, Any] = {}
         if base_url:

@@ -7,8 +7,6 @@ from pathlib import Path
 import typer
 
 from evaluators.cli.errors import os_error_line
-from evaluators.report import canary_sentence, hypotheses_with_canaries, write_report
-from evaluators.rundir import NotARunDirectoryError, require_run
 
 
 def register(app: typer.Typer) -> None:
@@ -21,6 +19,9 @@ def register(app: typer.Typer) -> None:
             False, help="Mask planted canaries in hypotheses*.jsonl before anything reads them."),
     ) -> None:
         """(Re)write report.md, report.html and the figures from a sweep's metrics.json."""
+        from evaluators.report import canary_sentence, hypotheses_with_canaries, write_report
+        from evaluators.rundir import NotARunDirectoryError, require_run
+
         try:
             require_run(out_dir, "sweep")
         except (FileNotFoundError, NotARunDirectoryError) as exc:

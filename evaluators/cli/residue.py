@@ -1,21 +1,24 @@
 """``memkit residue PATH SECRET``: where does a secret still live? (the scan itself is
-:func:`memkit.residue.scan`; for ``memkit residue postgresql://... SECRET``,
-:func:`memkit.pg_residue.scan_database`)."""
+:func:`memkit.residue.chroma.scan`; for ``memkit residue postgresql://... SECRET``,
+:func:`memkit.postgres.database.scan_database`)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 from pathlib import Path
 
 import typer
 
-from memkit.containers import Limits
-from memkit.coverage import coverage_summary
-from memkit.residue import NotAChromaDirectory, ResidueReport, scan
+from memkit.residue.chroma import NotAChromaDirectory, ResidueReport, scan
+from memkit.residue.containers import Limits
+from memkit.residue.coverage import coverage_summary
 
 
-def _print_report(report: ResidueReport, limit: int) -> None:
+def _print_report(report: ResidueReport, limit: int, lines: list[int] | None = None) -> None:
+    """Print ``report`` as tables; ``lines``: the file line number of each secret (the
+    "#" column; else its position in the list)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -39,7 +42,8 @@ def _print_report(report: ResidueReport, limit: int) -> None:
         t.add_column("copies", justify="right")
         t.add_column("surfaces", overflow="fold")
         for r in left[:limit]:
-            t.add_row(str(r["index"] + 1), r["secret"], str(r["total"]),
+            number = lines[r["index"]] if lines else r["index"] + 1
+            t.add_row(str(number), r["secret"], str(r["total"]),
                       ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
         if len(left) > limit:
             t.add_row("", f"... {len(left) - limit} more", "", "")
@@ -76,13 +80,16 @@ def _print_report(report: ResidueReport, limit: int) -> None:
 
 
 def _is_pg(path: str) -> bool:
-    from memkit.pg_residue import is_postgres_uri
+    from memkit.postgres.database import is_postgres_uri
 
     return is_postgres_uri(path)
 
 
-def _secrets(secret: str | None, secrets_file: Path | None, user_turns: Path | None, user: str | None) -> list[str]:
-    """The secrets given as SECRET, --secrets-file or --user-turns.
+def _secrets(secret: str | None, secrets_file: Path | None, user_turns: Path | None,
+             user: str | None) -> tuple[list[str], list[int] | None]:
+    """The secrets given as SECRET, --secrets-file or --user-turns, and for a file each
+    secret's line number in it (lines end at "\n" only, as ``grep -n`` counts them;
+    blank lines are counted, not secrets).
 
     Raises:
         ValueError: none or several of them, or an empty file.
@@ -90,33 +97,34 @@ def _secrets(secret: str | None, secrets_file: Path | None, user_turns: Path | N
     if (secret is not None) + (secrets_file is not None) + (user_turns is not None) != 1:
         raise ValueError("give exactly one of SECRET, --secrets-file, --user-turns")
     if secrets_file is not None:
-        many = [x for x in Path(secrets_file).read_text(encoding="utf-8").splitlines() if x.strip()]
-        if not many:
+        text = Path(secrets_file).read_bytes().decode("utf-8")
+        numbered = [(n, x.removesuffix("\r")) for n, x in enumerate(text.split("\n"), start=1) if x.strip()]
+        if not numbered:
             raise ValueError(f"{secrets_file}: no secrets (one per line)")
-        return many
+        return [x for _, x in numbered], [n for n, _ in numbered]
     if user_turns is not None:
-        from memkit.fingerprint import fingerprint, load_turns
+        from memkit.residue.fingerprint import fingerprint, load_turns
 
         mine, theirs, canaries = load_turns(user_turns, user)
         many = fingerprint(mine, others=theirs, canaries=canaries)
         if not many:
             raise ValueError(f"{user_turns}: the user's turns yield no fingerprint")
-        return many
+        return many, None
     assert secret is not None
-    return [secret]
+    return [secret], None
 
 
 def _residue_pg(uri: str, secret: str | None, secrets_file: Path | None, user_turns: Path | None,
                 user: str | None, pgdata: Path | None, table: list[str], schema: list[str], checkpoint: bool,
                 other: dict[str, bool], as_json: bool, limit: int) -> None:
     """``memkit residue postgresql://...``: the report, and exit 0/1/3 (2 on bad input)."""
-    from memkit.pg_residue import PgConnectError, scan_database
+    from memkit.postgres.database import PgConnectError, scan_database
 
     try:
         given = [k for k, v in other.items() if v]
         if given:
             raise ValueError(f"{', '.join(given)} cannot be used with a postgresql:// URI")
-        secrets = _secrets(secret, secrets_file, user_turns, user)
+        secrets, _ = _secrets(secret, secrets_file, user_turns, user)
         report = scan_database(uri, secrets, pgdata=pgdata, tables=table or None, schemas=schema or None,
                                flush=checkpoint)
     except (PgConnectError, FileNotFoundError, ValueError) as exc:
@@ -153,10 +161,11 @@ def register(app: typer.Typer) -> None:
                        "history). Omit it with --secrets-file or --user-turns."
         ),
         secrets_file: Path = typer.Option(
-            None, "--secrets-file", help="Scan for every secret in FILE (one per line) in one pass."
+            None, "--secrets-file", help="Scan for every secret in FILE (one per line; blank "
+                                         "lines skipped) in one pass; the table's # is the line."
         ),
         user_turns: Path = typer.Option(
-            None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.fingerprint): "
+            None, "--user-turns", help="Scan for a user's whole fingerprint (memkit.residue.fingerprint): "
                                        "JSONL of turns (keys content, role, user_id) and canaries "
                                        "(key canary, with user_id)."
         ),
@@ -172,6 +181,12 @@ def register(app: typer.Typer) -> None:
             [], "--also", help="Side file or directory a memory layer keeps beside the store "
                                "(history database, JSON/JSONL, pickle, any file; repeatable)."
         ),
+        checkpoint_key_env: str = typer.Option(
+            None, "--checkpoint-key-env", metavar="NAME",
+            help="Decrypt LangGraph checkpoints (a checkpoint database given with --also) "
+                 "written by EncryptedSerializer.from_pycryptodome_aes with the AES key held "
+                 "by environment variable NAME (16, 24 or 32 bytes, as LANGGRAPH_AES_KEY; "
+                 "never printed). Without it, encrypted values are not decoded: not clean."),
         no_embeddings: bool = typer.Option(
             False, "--no-embeddings", help="Skip the stale-embedding check (no re-embedding)."
         ),
@@ -217,8 +232,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"memkit residue: error: {', '.join(k for k, v in pg_only.items() if v)} only with a "
                        "postgresql:// URI", err=True)
             raise typer.Exit(2)
-        if run is not None:  # the kept store and its planted canary (memkit/kept_store.py)
-            from memkit.kept_store import KeptStoreError, kept_store
+        if run is not None:  # the kept store and its planted canary (memkit/store/kept.py)
+            from memkit.store.kept import KeptStoreError, kept_store
 
             try:
                 path, secret, kept_cache = kept_store(run, unit or "", mode or "")
@@ -232,20 +247,29 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         if secret == "-":
             secret = sys.stdin.readline().rstrip("\n")
+        lines: list[int] | None = None  # --secrets-file: each secret's line in the file
         try:
-            given = _secrets(secret, secrets_file, user_turns, user)
+            given, lines = _secrets(secret, secrets_file, user_turns, user)
             many = given if secrets_file is not None or user_turns is not None else None
             limits = Limits(max_member_bytes=max_member_mb << 20, max_depth=max_depth)
+            serde = None
+            if checkpoint_key_env is not None:
+                from memkit.residue.checkpoints import aes_serde, key_from_env
+
+                serde = aes_serde(key_from_env(checkpoint_key_env))
             report = scan(Path(path), None if many else secret, secrets=many, cache_paths=cache, also=also,
-                          check_embeddings=not no_embeddings, limits=limits)
-        except (NotAChromaDirectory, FileNotFoundError, ValueError) as exc:
+                          check_embeddings=not no_embeddings, limits=limits, checkpoint_serde=serde)
+        except (NotAChromaDirectory, FileNotFoundError, ValueError, ImportError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)
             raise typer.Exit(2) from exc
         except (sqlite3.Error, OSError) as exc:
             typer.echo(f"memkit residue: error: cannot read {path}: {exc}", err=True)
             raise typer.Exit(2) from exc
         if as_json:
-            typer.echo(report.to_json())
+            out = report.to_dict()
+            for row in out.get("per_secret", []) if lines else []:
+                row["line"] = lines[row["index"]]
+            typer.echo(json.dumps(out, indent=2))
         else:
-            _print_report(report, limit)
+            _print_report(report, limit, lines)
         raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])

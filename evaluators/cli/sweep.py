@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
             False, help="Keep each deletion mode's forgotten store under OUT/stores for `memkit residue`."),
         max_tokens: int | None = typer.Option(
             None, help="Cap on generated tokens per LLM call (default: the backend's default cap, "
-                       "memkit.models.DEFAULT_MAX_TOKENS)."),
+                       "memkit.models.chat.DEFAULT_MAX_TOKENS)."),
         redact_hypotheses: bool = typer.Option(
             False, help="Mask planted canaries in hypotheses*.jsonl; recorded in the run and kept by "
                         "later sweeps, --resume and `memkit report`."),
@@ -123,8 +123,8 @@ def register(app: typer.Typer) -> None:
                                                                           "scan (re-identification, attributes)."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
-        from memkit.longmemeval import LongMemEvalError
-        from memkit.models import ModelSpecError
+        from memkit.dataset.longmemeval import LongMemEvalError
+        from memkit.models.chat import ModelSpecError
 
         try:
             ks = _int_list(k, "--k")

@@ -11,7 +11,7 @@ For N instances (one canary planted in each) and each summary level S, a *unit*
    prefix of top-k' for k < k'); score PR (question) and extraction (probes);
 3. **residue phase**: for each deletion mode, copy the unit's memory (vectors
    included) into a fresh persistent store, run the forget graph, scan every
-   forensic surface (:func:`memkit.residue.scan`), re-run the probes with retrieval
+   forensic surface (:func:`memkit.residue.chroma.scan`), re-run the probes with retrieval
    restricted to each tier (FRS per tier) and the question with the design's tiers
    (PR after the forget).
 

@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from graphs.forget import DELETION_MODES, STUDY_MODES
-from memkit.longmemeval import Instance, load, sample, synthetic
+from memkit.dataset.longmemeval import Instance, load, sample
+from memkit.dataset.synthetic import synthetic
 
 DEFAULT_KS = (1, 3, 6, 10, 25)
 RESULTS = "results.jsonl"
@@ -40,7 +41,7 @@ class SweepConfig(BaseModel):
         n: instances sampled (the study: 50); ``None`` takes every instance of the
             file. More than the file holds takes every instance, with a warning.
         seed: seeds the sample, the synthetic data, canary planting and bootstrap CIs.
-        model: responder model spec (:func:`memkit.models.chat_model`).
+        model: responder model spec (:func:`memkit.models.chat.chat_model`).
         summarizer_model: summarizer spec (default: ``model``).
         summary_levels: S values (0 raw, 1 key facts, 2 one sentence).
         ks: retrieval breadths.
@@ -49,7 +50,7 @@ class SweepConfig(BaseModel):
             default configuration keeps the identity its runs had before it existed.
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
-        max_tokens: cap on generated tokens per LLM call (``None``: :data:`memkit.models.DEFAULT_MAX_TOKENS`, 256).
+        max_tokens: cap on generated tokens per LLM call (``None``: :data:`memkit.models.chat.DEFAULT_MAX_TOKENS`, 256).
         base_url: server URL for ``openai:`` / ``ollama:`` models (``None``: the
             provider's default or ``OPENAI_BASE_URL`` / ``OLLAMA_HOST``).
         api_key_env: name of the environment variable holding the API key (the key
@@ -87,7 +88,7 @@ class SweepConfig(BaseModel):
         forget_resolver: the chat model spec that judges requests (``None``: the
             deterministic resolver, :mod:`graphs.forget_request`).
         weigh_vectors: weigh the leftover vectors at every scan
-            (:mod:`memkit.vector_weigh`).
+            (:mod:`memkit.residue.weigh`).
     """
 
     data: str = "synthetic"
@@ -183,7 +184,7 @@ class SweepConfig(BaseModel):
         return [m for m in DELETION_MODES if m in v]
 
     def model_kwargs(self) -> dict[str, Any]:
-        """Constructor options for :func:`memkit.models.chat_model` from this config.
+        """Constructor options for :func:`memkit.models.chat.chat_model` from this config.
 
         Raises:
             ValueError: ``api_key_env`` names an unset environment variable.
@@ -251,7 +252,7 @@ def load_instances(config: SweepConfig) -> list[Instance]:
     latter with a warning).
 
     Raises:
-        memkit.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
+        memkit.dataset.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
         ValueError: ``n=None`` with synthetic data.
     """
     if config.data == "synthetic":

@@ -17,7 +17,7 @@ from evaluators.pool import run_tasks
 from evaluators.sweep.config import SweepConfig, unit_id
 from evaluators.sweep.results import append_unit
 from evaluators.sweep.unit import run_sweep_unit
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
 
 
 def _worker_env() -> None:
@@ -138,11 +138,11 @@ def _ray_unit(config_json: str, instance_json: str, S: int | None, cache_path: s
     """One unit in a Ray worker: :func:`_worker` with the worker set up as the local
     pool's are (offline, one torch thread, temp files under ``work``). Where this node
     cannot see ``work`` or the cache's directory (no shared filesystem), it uses its
-    own temp dir and a node-local LLM cache under :func:`memkit.models.cache_dir`."""
+    own temp dir and a node-local LLM cache under :func:`memkit.models.chat.cache_dir`."""
     _worker_env()
     tempfile.tempdir = work if Path(work).is_dir() else None
     if cache_path is not None and not Path(cache_path).parent.is_dir():
-        from memkit.models import cache_dir
+        from memkit.models.chat import cache_dir
 
         cache_path = str(cache_dir() / "ray-llm-cache.sqlite")
     if stores_dir is not None and not Path(stores_dir).parent.is_dir():

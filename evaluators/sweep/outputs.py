@@ -13,7 +13,7 @@ from evaluators.aggregate import compute_metrics
 from evaluators.findings import evaluate_findings
 from evaluators.rundir import run_settings
 from evaluators.sweep.config import SweepConfig
-from memkit.models import add_usage
+from memkit.models.chat import add_usage
 
 
 def sum_tokens(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:

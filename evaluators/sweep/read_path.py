@@ -9,7 +9,7 @@ from typing import Any
 
 from evaluators.sweep.config import SweepConfig
 from graphs.designs import MemoryDesign
-from memkit.store import Chunk, TieredMemoryStore
+from memkit.store.tiered import Chunk, TieredMemoryStore
 
 # --------------------------------------------------------------------------- one unit
 
@@ -26,7 +26,7 @@ def shared_model(spec: str, config: SweepConfig) -> Any:
     kw = config.model_kwargs()
     key = (spec, json.dumps(kw, sort_keys=True))
     if key not in _MODELS:
-        from memkit.models import chat_model
+        from memkit.models.chat import chat_model
 
         _MODELS[key] = chat_model(spec, **kw)
     return _MODELS[key]

@@ -7,7 +7,8 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from evaluators.sweep.outputs import write_outputs_for
 from evaluators.sweep.results import append_unit, canonical_order, load_records, rewrite_records
 from evaluators.sweep.unit import run_sweep_unit
 from graphs.designs import MemoryDesign, resolve_design
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
 
 # --------------------------------------------------------------------------- the sweep
 
@@ -83,8 +84,8 @@ def run_sweep(
             is not a sweep run (:func:`evaluators.rundir.check_out_dir`; nothing is written).
         FileExistsError: ``out`` holds results and ``resume`` is False.
         ValueError: ``resume`` with a different configuration, or bad options.
-        memkit.longmemeval.LongMemEvalError: a malformed data file.
-        memkit.models.ModelSpecError: a model that cannot be built or run.
+        memkit.dataset.longmemeval.LongMemEvalError: a malformed data file.
+        memkit.models.chat.ModelSpecError: a model that cannot be built or run.
         WorkerDied: a worker process died (its unit is named; ``--resume`` goes on).
     """
     out = Path(out)
@@ -107,13 +108,25 @@ def run_sweep(
     say(f"loading data ({config.data})")
     instances = load_instances(config)
     if model is None:
-        from memkit.models import check_spec
+        from memkit.models.chat import check_spec
 
         kw = config.model_kwargs()
         for spec in {config.model, config.summarizer_model or config.model}:
             say(f"checking model {spec}")
             check_spec(spec, **kw)
     identity = config.identity()  # hashes the data file once
+    with _claimed(out):
+        return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
+                           use_cache, write_outputs, design_obj, cache_path, say)
+
+
+@contextmanager
+def _claimed(out: Path) -> Iterator[None]:
+    """``out`` marked as a sweep's and its lock held for the duration.
+
+    Raises:
+        SweepLockedError: another process holds the lock.
+    """
     claim_out_dir(out, "sweep")
     lock = FileLock(str(out / ".lock"))
     try:
@@ -124,8 +137,7 @@ def run_sweep(
             "wait for it or choose another --out"
         ) from exc
     try:
-        return _run_locked(config, out, instances, identity, resume, progress, model, summarizer_model,
-                           use_cache, write_outputs, design_obj, cache_path, say)
+        yield
     finally:
         lock.release()
 
@@ -142,25 +154,14 @@ def _run_target(config: SweepConfig, out: Path, *, resume: bool, progress: bool,
     say(f"loading data ({config.data})")
     instances = load_instances(config)
     if config.model != "extractive":
-        from memkit.models import check_spec
+        from memkit.models.chat import check_spec
 
         say(f"checking model {config.model}")
         check_spec(config.model, **config.model_kwargs())
     identity = config.identity()
-    claim_out_dir(out, "sweep")
-    lock = FileLock(str(out / ".lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout as exc:
-        raise SweepLockedError(
-            f"another memkit sweep is writing to {out} (lock {out / '.lock'} is held); "
-            "wait for it or choose another --out"
-        ) from exc
-    try:
+    with _claimed(out):
         return _run_locked(config, out, instances, identity, resume, progress, None, None, use_cache,
                            write_outputs, None, cache_path, say, levels=levels)
-    finally:
-        lock.release()
 
 
 def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign], resolved: list[MemoryDesign],
@@ -311,7 +312,7 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
     from the LLM cache, so these are upper bounds; ``extractive`` calls no LLM.
     """
     from evaluators.runner import probe_queries
-    from memkit.store import TIERS
+    from memkit.store.tiered import TIERS
 
     n_probes = len(probe_queries())
     nk = len(config.ks)

@@ -16,7 +16,7 @@ from typing import Any
 
 from evaluators.runner import Deletion, UnitPlan, run_unit
 from evaluators.sweep.config import SweepConfig
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
 
 __all__ = ["target_levels", "target_unit"]
 

@@ -10,8 +10,8 @@ from evaluators.runner import Deletion, UnitPlan, run_unit, safe_dir_name
 from evaluators.sweep.config import SweepConfig, unit_collection, unit_id
 from evaluators.sweep.read_path import shared_model
 from graphs.designs import MemoryDesign, resolve_design
-from memkit.cache import LLMCache
-from memkit.longmemeval import Instance
+from memkit.dataset.longmemeval import Instance
+from memkit.store.cache import LLMCache
 
 
 def sweep_deletions(config: SweepConfig, *, fork: bool, label: str | None = None) -> tuple[Deletion, ...]:
@@ -58,7 +58,7 @@ def run_sweep_unit(
         ``{"llm_calls", "cache_hits", "tokens"}``; ``tokens`` is
         ``{phase: {model: {"calls", "input_tokens", "output_tokens", "total_tokens",
         "cached_calls"}}}`` for the phases ``write`` (summaries), ``main`` and
-        ``forget`` (:class:`memkit.models.TokenUsage`: the providers' usage metadata;
+        ``forget`` (:class:`memkit.models.chat.TokenUsage`: the providers' usage metadata;
         replies served from the LLM cache count as ``cached_calls``, without tokens).
     """
     unit = unit_id(instance.question_id, S)

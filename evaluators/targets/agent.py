@@ -27,9 +27,10 @@ memory objects have attached (:func:`evaluators.targets.stores.attach`):
   the user (checkpoint metadata ``user_id``, which LangGraph copies from the run's
   ``configurable``) and every thread memkit opened for them.
 
-A user's items are those in namespaces with a label equal to the user id (the
-namespace as a tuple: ``("memories", "7")`` is user ``7``'s, ``("orgs", "17")`` is
-not); a factory may say otherwise with ``namespace_for(user_id) -> prefix``. On an
+A user's items are those in the namespaces the user owns (:func:`graphs.forget.owner_rule`:
+namespaces compare as label tuples; ``(user_id,)`` or under ``("memories", user_id)``,
+so user ``7`` owns ``("memories", "7")`` but not ``("orgs", "7", "notes")``); a factory
+may say otherwise with ``namespace_for(user_id) -> prefix``. On an
 SQLite or PostgreSQL store memkit did not create, every item and thread of the
 audit's synthetic users is deleted again when the target closes.
 """
@@ -51,7 +52,7 @@ from evaluators.agents import (
     has_messages_channel,
 )
 from evaluators.targets.base import Answer, NotApplicable, Query, Target
-from evaluators.targets.stores import attach, store_items
+from evaluators.targets.stores import LazyEmbedder, attach, store_items
 
 __all__ = ["AgentTarget", "as_target"]
 
@@ -71,8 +72,8 @@ def _savers(objs: Sequence[Any], given: Any) -> list[Any]:
 
 
 def _is_memkit_store(store: Any) -> bool:
-    from memkit.langgraph_store import MemkitStore
-    from memkit.store import TieredMemoryStore
+    from memkit.store.langgraph import MemkitStore
+    from memkit.store.tiered import TieredMemoryStore
 
     return isinstance(store, MemkitStore | TieredMemoryStore)
 
@@ -138,7 +139,7 @@ class AgentTarget(Target):
             self.forget_label = "BaseStore.delete"
         self.savers = _savers([agent, feed], checkpointer)
         self.attached = attach(store, self.savers, also=also, pgdata=pgdata)
-        from memkit.store import TIERS
+        from memkit.store.tiered import TIERS
 
         self.tiers = TIERS if self.attached.restrict_tiers is not None else ()
         self.namespace_for = namespace_for
@@ -203,11 +204,12 @@ class AgentTarget(Target):
         return super().supports(operation)
 
     def _user_items(self, user_id: str) -> list[Any]:
-        """The user's items: under ``namespace_for(user_id)``, else in namespaces with a
-        label equal to the user id (module doc)."""
-        if self.namespace_for is not None:
-            return list(store_items(self.store, tuple(self.namespace_for(user_id))))
-        return [i for i in store_items(self.store) if user_id in tuple(i.namespace)]
+        """The user's items: in the namespaces :func:`graphs.forget.owner_rule` gives the
+        user (module doc)."""
+        from graphs.forget import owner_rule
+
+        owns = owner_rule(user_id, self.namespace_for)
+        return [i for i in store_items(self.store) if owns(tuple(i.namespace))]
 
     def forget_secret(self, secret: str, user_id: str) -> Any:
         """Forget ``secret`` of the user (module doc)."""
@@ -220,7 +222,7 @@ class AgentTarget(Target):
             return forget_in_store(self.store, secret, self.forget_mode)
         if not _is_base_store(self.store):
             raise NotApplicable(f"{self.name}: no forget was given and no store to delete from")
-        from memkit.matching import matcher
+        from memkit.scan.matching import matcher
 
         m = matcher(secret)
         doomed = [(tuple(i.namespace), i.key) for i in self._user_items(user_id) if m.contains(i.value)]
@@ -230,8 +232,14 @@ class AgentTarget(Target):
 
     def forget_request(self, request: str, user_id: str) -> Any:
         """Forget what ``request`` asks (module doc); a :class:`graphs.forget_request.RequestForget`."""
-        from graphs.forget_request import Item, RequestForget, forget_strings, resolve, store_items
-        from memkit.residue import _LazyEmbedder
+        from graphs.forget_request import (
+            Item,
+            RequestForget,
+            Resolution,
+            forget_strings,
+            resolve,
+            store_items,
+        )
 
         if self.forget_fn is not None or not (_is_base_store(self.store) or _is_memkit_store(self.store)):
             raise NotApplicable(f"{self.name} takes only a secret to forget, not a request in words")
@@ -240,15 +248,16 @@ class AgentTarget(Target):
 
             self._check_keys()
             tiered = getattr(self.store, "tiered", self.store)
-            names = user_namespaces(tiered, user_id)
-            res = resolve(request, [it for n in names for it in store_items(tiered, n)], tiered.embedder)
+            labels = user_namespaces(tiered, user_id, namespace_for=self.namespace_for)
+            res = resolve(request, [it for n in labels for it in store_items(tiered, n)], tiered.embedder)
             results = []
-            for n in names:
-                mine = [s for s in res.strings() if any(m.item.namespace == n for m in res.matches)]
-                results += forget_strings(tiered, mine, self.forget_mode, namespace=n) if mine else []
+            for n in sorted({m.item.namespace for m in res.matches}):  # as stored
+                mine = [s for m in res.matches if m.item.namespace == n
+                        for s in Resolution(request, res.resolver, [m]).strings()]
+                results += forget_strings(tiered, list(dict.fromkeys(mine)), self.forget_mode, namespace=n)
             return RequestForget(res, results)
-        from memkit.extractive import split_sentences
-        from memkit.matching import matcher
+        from memkit.models.extractive import split_sentences
+        from memkit.scan.matching import matcher
 
         items = []
         for i in self._user_items(user_id):
@@ -257,7 +266,7 @@ class AgentTarget(Target):
             date = str(i.value.get("date", "")) if isinstance(i.value, dict) else ""
             items += [Item(f"{'/'.join(i.namespace)}:{i.key}", s, date, "/".join(i.namespace))
                       for s in split_sentences(text)]
-        res = resolve(request, items, self.attached.embedder or _LazyEmbedder())
+        res = resolve(request, items, self.attached.embedder or LazyEmbedder())
         ms = [matcher(s) for s in res.strings()]
         doomed = [(tuple(i.namespace), i.key) for i in self._user_items(user_id) if any(m.contains(i.value) for m in ms)]
         for ns, key in doomed:

@@ -9,7 +9,7 @@ A :class:`Target` is what :func:`evaluators.audit.audit` runs: it can
 * **forget what a request in words asks** (``forget_request(request, user_id)``:
   "forget my doctor's name"; a target that takes only a secret is n/a for requests);
 * give its **leftover vectors** (:meth:`Target.leftover_vectors`: stored vectors no
-  live record owns, weighed by :mod:`memkit.vector_weigh`);
+  live record owns, weighed by :mod:`memkit.residue.weigh`);
 * list the **surfaces** it keeps (:meth:`Target.surfaces`): each a :class:`Surface`,
   a scanner that reports where copies of a secret still live;
 * run **deletion steps** beyond its API delete (:meth:`Target.deletion_steps`:
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from memkit.matching import matcher
+from memkit.scan.matching import matcher
 
 __all__ = [
     "BUILTIN",
@@ -73,7 +73,7 @@ _MASK = "[SECRET]"
 
 def mask(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every spelling of every secret replaced by ``[SECRET]``
-    (:mod:`memkit.matching`), so a report never repeats a secret."""
+    (:mod:`memkit.scan.matching`), so a report never repeats a secret."""
     for s in secrets:
         text = matcher(s).text.sub(_MASK, text)
     return text
@@ -82,7 +82,7 @@ def mask(text: str, secrets: Iterable[str]) -> str:
 def copies_in(value: Any, secret: str) -> int:
     """Copies of ``secret`` in a value: a string (searched as is and, when it is a
     JSON document, decoded too), bytes (UTF-8), a number, or nested mappings (keys
-    too) / sequences of them (:class:`memkit.matching.SecretMatcher`).
+    too) / sequences of them (:class:`memkit.scan.matching.SecretMatcher`).
 
     Returns:
         The number of non-overlapping copies (0 when none).
@@ -328,7 +328,7 @@ class Target(ABC):
 
     def leftover_vectors(self) -> tuple[Any, Any]:
         """``(read, embedder)``: every stored vector no live record owns
-        (:class:`memkit.vectors.VectorRead`) and the embedding model that wrote them.
+        (:class:`memkit.residue.vectors.VectorRead`) and the embedding model that wrote them.
 
         Raises:
             NotApplicable: the vectors cannot be read here (the default).

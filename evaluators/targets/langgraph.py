@@ -10,7 +10,7 @@ store and checkpointer under audit:
   "session_id"}``, indexed on ``content``);
 * a **recall-then-answer** agent (``MessagesState``): ``store.search`` under
   ``("memories", user_id)`` for the top ``k`` memories, then a chat model answers
-  (memkit's model-free ``extractive`` model by default, :func:`memkit.models.chat_model`).
+  (memkit's model-free ``extractive`` model by default, :func:`memkit.models.chat.chat_model`).
 
 Backends (``build(backend=...)``), each with real LangGraph classes:
 
@@ -21,7 +21,7 @@ backend      store + checkpointer                          extra surfaces
 ``sqlite``   ``SqliteStore`` + ``SqliteSaver`` (files in   ``sqlite_rows``,
              ``workdir``; langgraph-checkpoint-sqlite)     ``disk_sqlite``
 ``postgres`` ``PostgresStore`` (pgvector index) +          ``pg_rows``, ``disk_pg_*``
-             ``PostgresSaver`` (``pg_uri``; the            (:mod:`memkit.surfaces_pg`;
+             ``PostgresSaver`` (``pg_uri``; the            (:mod:`memkit.postgres.surfaces`;
              ``postgres`` extra)                           with ``pgdata``)
 ============ ============================================= ===========================
 
@@ -78,7 +78,7 @@ def build_graphs(store: BaseStore, checkpointer: Any, model: Any = "extractive",
     doc), both compiled with ``store`` and ``checkpointer``."""
     from graphs.memory import sequence_graph
     from graphs.prompts import respond_prompt
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     llm = chat_model(model) if isinstance(model, str) else model
 
@@ -134,7 +134,7 @@ def default_embed(embed: Embeddings | None, dims: int | None) -> tuple[Embedding
     all-MiniLM-L6-v2 (384)."""
     if embed is not None:
         return embed, int(dims or len(embed.embed_query("dimension probe")))
-    from memkit.models import embeddings
+    from memkit.models.chat import embeddings
 
     return embeddings(), 384
 
@@ -229,7 +229,7 @@ def build(backend: str = "memory", *, pg_uri: str | None = None, pgdata: str | P
             ``disk_pg_*`` surfaces; without a readable one they are "not checked").
         workdir: where the SQLite files live (``sqlite``; default a temporary directory
             removed by ``close``).
-        model: chat model spec or instance (:func:`memkit.models.chat_model`).
+        model: chat model spec or instance (:func:`memkit.models.chat.chat_model`).
         k: memories recalled per question.
         embed: LangChain embeddings for the store's index (default all-MiniLM-L6-v2,
             384 dimensions). dims: their dimension (default: measured).

@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from evaluators.targets import langgraph as lg
-from memkit.matching import matcher
+from memkit.scan.matching import matcher
 
 __all__ = ["ScriptedToolPolicy", "build"]
 
@@ -123,7 +123,7 @@ def build(backend: str = "memory", *, pg_uri: str | None = None, pgdata: str | P
     from langgraph.prebuilt import create_react_agent
 
     from evaluators.targets.agent import AgentTarget
-    from memkit.models import chat_model
+    from memkit.models.chat import chat_model
 
     if backend not in lg.BACKENDS:
         raise ValueError(f"unknown langgraph backend {backend!r}; use one of {lg.BACKENDS}")

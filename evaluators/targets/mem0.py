@@ -12,7 +12,7 @@ Forget through mem0's own API: ``forget_secret`` lists the user's memories
 ``forget_user`` is ``delete_all(user_id=...)``. mem0 keeps no conversations and has
 no deletion step beyond its API (both n/a).
 
-Surfaces: :func:`memkit.residue.scan` of the Chroma directory with the history
+Surfaces: :func:`memkit.residue.chroma.scan` of the Chroma directory with the history
 database as a side file: ``text_other`` (documents), ``metadata``, ``side_sqlite``
 and ``side_disk`` (history rows and bytes), ``disk_sqlite``, ``disk_wal``,
 ``disk_log``, ``disk_fulltext``, ``disk_hnsw``, ``disk_other`` (Chroma's files), and
@@ -34,7 +34,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from evaluators.targets.base import Surface, Target  # noqa: E402
 from evaluators.targets.residue_surfaces import residue_surfaces  # noqa: E402
-from memkit.matching import matcher  # noqa: E402
+from memkit.scan.matching import matcher  # noqa: E402
 
 __all__ = ["Mem0Target", "build"]
 
@@ -55,7 +55,7 @@ class Mem0Target(Target):
         os.environ.setdefault("MEM0_DIR", str(workdir / "mem0"))
         from mem0 import Memory
 
-        from memkit.models import chat_model, minilm_path
+        from memkit.models.chat import chat_model, minilm_path
 
         self.name, self.workdir, self.k, self._cleanup = "mem0", workdir, k, cleanup
         self.llm = chat_model(model) if isinstance(model, str) else model

@@ -3,20 +3,20 @@ as the sweep runs it.
 
 The design's compiled write graph stores each user's sessions at summary level ``S``
 (:func:`graphs.memory.write_sessions`, namespace = the user) in a
-:class:`memkit.store.TieredMemoryStore`; its read graph answers a question from the
+:class:`memkit.store.tiered.TieredMemoryStore`; its read graph answers a question from the
 tiers the design reads at ``S`` (or the tiers a query names), top ``k``, through the
 sweep's retrieval and response memos (:class:`evaluators.sweep.read_path.ReadPath`).
 ``forget_secret`` runs a deletion mode of :mod:`graphs.forget` (``mode``) in the
 user's namespace; ``forget_user`` deletes every chunk of the user's namespace (with
 ``crypto_shred``, :func:`graphs.forget.forget_user`: the user's key destroyed too).
 With ``mode="crypto_shred"`` the store seals every text under the user's data key
-(:mod:`memkit.keystore`; keys in ``workdir/keys``, in memory without a workdir).
+(:mod:`memkit.store.keystore`; keys in ``workdir/keys``, in memory without a workdir).
 :meth:`MemkitDesignTarget.fork` copies the users' memory (and the LLM cache) into a
 directory for one deletion mode, as the sweep forgets each mode on its own copy.
-Deletion step: ``compact`` (:meth:`memkit.store.TieredMemoryStore.compact`). A
+Deletion step: ``compact`` (:meth:`memkit.store.tiered.TieredMemoryStore.compact`). A
 design keeps no conversations (n/a), and reading writes nothing.
 
-Surfaces: every surface :func:`memkit.residue.scan` reads in a Chroma store
+Surfaces: every surface :func:`memkit.residue.chroma.scan` reads in a Chroma store
 (``text_raw``, ``text_summary``, ``text_other``, ``metadata``, ``stale_embedding``,
 the ``disk_*`` files) and, with an LLM cache, ``cache`` and ``cache_disk``.
 """
@@ -50,7 +50,7 @@ class MemkitDesignTarget(Target):
         S: summary level 0, 1 or 2. mode: the deletion mode of ``forget_secret``.
         model: responder model spec or object. summarizer_model: the summarizer's
             (default ``model``). k: chunks per question when a query names none.
-        cache: an :class:`memkit.cache.LLMCache` for both models (``None``: none).
+        cache: an :class:`memkit.store.cache.LLMCache` for both models (``None``: none).
         concurrency, rps: responder calls in flight and requests per second.
         collection: the in-memory store's collection name.
         resolver: the chat model (or spec) that judges forget requests in words
@@ -71,7 +71,7 @@ class MemkitDesignTarget(Target):
         from evaluators.sweep.read_path import Responses
         from graphs.designs import resolve_design
         from graphs.forget import DELETION_MODES
-        from memkit.store import TIERS, TieredMemoryStore
+        from memkit.store.tiered import TIERS, TieredMemoryStore
 
         if mode not in DELETION_MODES:
             raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
@@ -169,9 +169,9 @@ class MemkitDesignTarget(Target):
                               S=self.S, summarizer=self.summarizer, cache=self.cache)
 
     def leftover_vectors(self) -> tuple[Any, Any]:
-        """The Chroma directory's leftover vectors (:func:`memkit.vectors.chroma_leftover_vectors`)."""
+        """The Chroma directory's leftover vectors (:func:`memkit.residue.vectors.chroma_leftover_vectors`)."""
         from evaluators.targets.base import NotApplicable
-        from memkit.vectors import chroma_leftover_vectors
+        from memkit.residue.vectors import chroma_leftover_vectors
 
         if self.store.path is None:
             raise NotApplicable("an in-memory store: chroma keeps its deleted vectors inside the process")
@@ -192,8 +192,8 @@ class MemkitDesignTarget(Target):
         the LLM cache into ``workdir/llm_cache.sqlite`` (so purging it measures what
         the mode removes without touching the run's cache); its forget runs ``mode``.
         The copy shares the response memo (identical contexts are answered once)."""
-        from memkit.cache import LLMCache
-        from memkit.store import TieredMemoryStore
+        from memkit.store.cache import LLMCache
+        from memkit.store.tiered import TieredMemoryStore
 
         copy = TieredMemoryStore(workdir / "chroma", collection="memory", keystore=_keys(mode or self.mode, workdir))
         try:
@@ -241,7 +241,7 @@ def _keys(mode: str, workdir: Path | None) -> Any:
     """The key store a ``crypto_shred`` memory seals with (``None`` for other modes)."""
     if mode != "crypto_shred":
         return None
-    from memkit.keystore import KeyStore
+    from memkit.store.keystore import KeyStore
 
     return KeyStore(workdir / "keys" if workdir is not None else None)
 

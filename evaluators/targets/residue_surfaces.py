@@ -1,4 +1,4 @@
-"""Surfaces from :func:`memkit.residue.scan`: a Chroma store (memkit's own or another
+"""Surfaces from :func:`memkit.residue.chroma.scan`: a Chroma store (memkit's own or another
 memory layer's persist directory) and its side files, one :class:`Surface` per
 residue surface that applies.
 
@@ -19,17 +19,17 @@ __all__ = ["residue_surfaces"]
 def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: Callable[[], Sequence[Any]] = tuple,
                      cache_paths: Callable[[], Sequence[Any]] = tuple, checkpointer: Any = None,
                      check_embeddings: bool = False) -> list[Surface]:
-    """Surfaces ``names`` (of :data:`memkit.residue.SURFACES`) of a residue scan.
+    """Surfaces ``names`` (of :data:`memkit.residue.chroma.SURFACES`) of a residue scan.
 
-    One secret is scanned as :func:`memkit.residue.scan` scans it; several in one
+    One secret is scanned as :func:`memkit.residue.chroma.scan` scans it; several in one
     multi-secret pass (``secrets=``), each hit going to the secret it copies (a stale
     vector, which copies no one secret, is ``unattributed``; so is every
-    ``stale_vector`` hit, whose meaning :mod:`memkit.vector_weigh` weighs). A surface the scan could
+    ``stale_vector`` hit, whose meaning :mod:`memkit.residue.weigh` weighs). A surface the scan could
     not read is ``not_checked``; one it read in part keeps its hits and says so in
     ``partial`` (never clean).
 
     Args:
-        target: returns what :func:`memkit.residue.scan` scans (a ``TieredMemoryStore``
+        target: returns what :func:`memkit.residue.chroma.scan` scans (a ``TieredMemoryStore``
             or a Chroma directory), called at scan time.
         names: the residue surfaces to report.
         also: returns the side files to scan with it.
@@ -37,7 +37,7 @@ def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: C
         checkpointer: a LangGraph checkpointer for the ``checkpoint`` surface.
         check_embeddings: run the ``stale_embedding`` check (re-embeds every document).
     """
-    from memkit.residue import scan
+    from memkit.residue.chroma import scan
 
     cache: dict[tuple[str, ...], Any] = {}
 
@@ -71,4 +71,4 @@ def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: C
 
         return run
 
-    return [FunctionSurface(n, surface(n, i == 0), f"memkit.residue surface {n}") for i, n in enumerate(names)]
+    return [FunctionSurface(n, surface(n, i == 0), f"memkit.residue.chroma surface {n}") for i, n in enumerate(names)]

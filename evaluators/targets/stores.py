@@ -13,16 +13,16 @@ any ``BaseStore``                     ``store_api``: every namespace, key and va
 ``SqliteStore`` / ``SqliteSaver``     ``store_vectors``; ``sqlite_rows``, ``disk_sqlite`` of
                                       the database files (``vacuum``, ``wal_checkpoint``)
 ``PostgresStore`` / ``PostgresSaver`` ``store_vectors``; ``pg_rows``, ``disk_pg_*``
-                                      (:mod:`memkit.surfaces_pg`; the connection from the
+                                      (:mod:`memkit.postgres.surfaces`; the connection from the
                                       object, the data directory from the server when it is
                                       on this machine) (``vacuum``, ``vacuum_full``,
                                       ``checkpoint_wal``)
-memkit's ``MemkitStore`` /            every :func:`memkit.residue.scan` surface of its
+memkit's ``MemkitStore`` /            every :func:`memkit.residue.chroma.scan` surface of its
 ``TieredMemoryStore`` / a Chroma      Chroma store (``text_*``, ``metadata``,
 directory                             ``stale_embedding``, ``disk_*``)
 any checkpointer                      ``checkpoint``: every checkpoint, blob and pending
-                                      write (:func:`memkit.residue.scan_checkpoints`)
-side files (``also``)                 ``side_*`` (:func:`memkit.residue.scan`)
+                                      write (:func:`memkit.residue.chroma.scan_checkpoints`)
+side files (``also``)                 ``side_*`` (:func:`memkit.residue.chroma.scan`)
 ===================================== =========================================================
 
 A surface memkit cannot read here (a server's disk elsewhere) is "not checked" with
@@ -59,7 +59,7 @@ class Attached:
     """What :func:`attach` found: the surfaces, the deletion steps (by name, in order),
     functions to call on close, a context manager restricting recall to tiers
     (``None`` when the store cannot), and a reader of the store's leftover vectors with
-    its embedding model (``None`` when memkit cannot read them: :mod:`memkit.vectors`)."""
+    its embedding model (``None`` when memkit cannot read them: :mod:`memkit.residue.vectors`)."""
 
     surfaces: list[Surface] = field(default_factory=list)
     steps: dict[str, Callable[[], Any]] = field(default_factory=dict)
@@ -112,11 +112,11 @@ def store_api_surface(store: Any) -> Surface:
 
 def checkpoint_surface(saver: Any) -> Surface:
     """``checkpoint``: every checkpoint, channel blob and pending write the saver holds
-    (:func:`memkit.residue.scan_checkpoints`, the one checkpoint scanner: writes whose
+    (:func:`memkit.residue.chroma.scan_checkpoints`, the one checkpoint scanner: writes whose
     checkpoint was deleted included; a saver it can only list is partly read)."""
 
     def scan(secrets: Sequence[str]) -> SurfaceScan:
-        from memkit.residue import ResidueReport, scan_checkpoints
+        from memkit.residue.chroma import ResidueReport, scan_checkpoints
 
         out = SurfaceScan("checkpoint")
         reasons: list[str] = []
@@ -167,12 +167,12 @@ def vector_surface(store: Any, read_vectors: Callable[[], list[tuple[tuple[str, 
 def orphan_vectors(store: Any, read_vectors: Callable[[], list[tuple[tuple[str, ...], str, str, list[float]]]]
                    ) -> Callable[[], Any]:
     """A leftover-vector reader of a LangGraph store's ``store_vectors``: the vectors
-    whose item is gone (:class:`memkit.vectors.VectorRead`)."""
+    whose item is gone (:class:`memkit.residue.vectors.VectorRead`)."""
 
     def read() -> Any:
         import numpy as np
 
-        from memkit.vectors import LeftoverVector, VectorRead
+        from memkit.residue.vectors import LeftoverVector, VectorRead
 
         out = VectorRead()
         rows = read_vectors()
@@ -234,7 +234,7 @@ def sqlite_surfaces(files: Sequence[Path]) -> list[Surface]:
         return out
 
     def disk(secrets: Sequence[str]) -> SurfaceScan:
-        from memkit.matching import matcher
+        from memkit.scan.matching import matcher
 
         out = SurfaceScan("disk_sqlite")
         for f in files:
@@ -300,12 +300,17 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     data directory: ``pgdata``, else the server's own when it is on this machine)."""
     import psycopg
 
-    from memkit import surfaces_pg
+    from memkit.postgres import surfaces as surfaces_pg
 
     audit_conn = psycopg.connect(conninfo, autocommit=True)
     tables = [*surfaces_pg.STORE_TABLES, *surfaces_pg.SAVER_TABLES]
-    if pgdata is None:
-        pgdata = _local_data_directory(audit_conn)
+    from memkit.postgres.database import data_directory
+
+    try:
+        pgdata, why = data_directory(audit_conn, pgdata)
+    except BaseException:
+        audit_conn.close()
+        raise
 
     def rows(secrets: Sequence[str]) -> SurfaceScan:
         got = surfaces_pg.scan_rows(audit_conn, tables, secrets)
@@ -325,7 +330,7 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
                 cache[key] = surfaces_pg.scan_disk(audit_conn, pgdata, tables, secrets)
             got = cache[key][surface]
             if not got.readable:
-                return SurfaceScan(surface, "not_checked", reason=got.reason)
+                return SurfaceScan(surface, "not_checked", reason=why or got.reason)
             out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.partial) or None)
             for s, locs in got.hits.items():
                 for loc in locs:
@@ -350,7 +355,7 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     leftovers = None
     if store is not None:
         def leftovers() -> Any:
-            from memkit.vectors import pg_leftover_vectors
+            from memkit.residue.vectors import pg_leftover_vectors
 
             return pg_leftover_vectors(audit_conn, pgdata)
 
@@ -366,20 +371,6 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     steps = {"vacuum": each("VACUUM"), "vacuum_full": each("VACUUM FULL"), "checkpoint_wal": checkpoint_wal}
     return Attached(surfaces=surfaces, steps=steps, closers=[audit_conn.close], vectors=leftovers,
                     embedder=embed if leftovers is not None else None)
-
-
-def _local_data_directory(conn: Any) -> Path | None:
-    """The server's data directory when it is readable on this machine (``SHOW
-    data_directory`` needs superuser or ``pg_read_all_settings``), else ``None``."""
-    try:
-        shown = conn.execute("SHOW data_directory").fetchone()[0]
-    except Exception:  # noqa: BLE001 - no privilege: the disk surfaces are then not checked
-        return None
-    path = Path(shown)
-    try:
-        return path if (path / "PG_VERSION").is_file() else None
-    except OSError:
-        return None
 
 
 # --------------------------------------------------------------------------- attach
@@ -410,8 +401,8 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
     Returns:
         :class:`Attached`.
     """
-    from memkit.langgraph_store import MemkitStore
-    from memkit.store import TieredMemoryStore
+    from memkit.store.langgraph import MemkitStore
+    from memkit.store.tiered import TieredMemoryStore
 
     out = Attached()
     savers = [] if checkpointer is None else list(checkpointer) if isinstance(checkpointer, (list, tuple)) \
@@ -426,10 +417,10 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
         out.surfaces += residue_surfaces(lambda: path, names, also=lambda: side, check_embeddings=True)
         root = path.path if isinstance(path, TieredMemoryStore) else path
         if root is not None:
-            from memkit.vectors import chroma_leftover_vectors
+            from memkit.residue.vectors import chroma_leftover_vectors
 
             out.vectors = lambda: chroma_leftover_vectors(root)
-            out.embedder = chroma.embedder if isinstance(chroma, TieredMemoryStore) else _lazy_embedder()
+            out.embedder = chroma.embedder if isinstance(chroma, TieredMemoryStore) else LazyEmbedder()
         if isinstance(store, MemkitStore):
             out.surfaces.insert(0, store_api_surface(store))
             out.restrict_tiers = store.restrict_tiers
@@ -489,11 +480,19 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
     return out
 
 
-def _lazy_embedder() -> Any:
-    """memkit's embedder (:func:`memkit.models.embeddings`), loaded on first use."""
-    from memkit.residue import _LazyEmbedder
+class LazyEmbedder:
+    """memkit's embedder (:func:`memkit.models.embeddings`), loaded on its first ``encode``
+    (a store whose vectors are never weighed never loads the model)."""
 
-    return _LazyEmbedder()
+    def __init__(self) -> None:
+        self._inner: Any = None
+
+    def encode(self, texts: list[str]) -> Any:
+        if self._inner is None:
+            from memkit.models import embeddings
+
+            self._inner = embeddings()
+        return self._inner.encode(texts)
 
 
 def _merged_checkpoints(savers: Sequence[Any]) -> Surface:

@@ -1,0 +1,530 @@
+"""Every core for the files of one scan: :func:`scan_path` plans what
+:class:`memkit.residue.files.Scanner` reads under a path and reads it in worker processes.
+
+A plan is the walk :class:`~memkit.residue.files.Scanner` makes (same order, same links
+followed once, same records for what cannot be read), with every regular file a *job*
+instead of a read: a worker runs :meth:`Scanner.file` on it into a report of its own
+(containers, SQLite rows, JSON and the wide readings included), and the parent adds
+each job's hits, notes and coverage to the scan's report in the order of the plan, so
+the report is the one a single process writes. Small files go to a worker in batches;
+a file larger than :data:`PIECE_BYTES` has its bytes read in pieces by all workers
+(:func:`_read_piece`: the scan engine's chains over the piece, and the wide readings
+of the copies that start in it), joined in order (:func:`_join`), while one worker
+reads the rest of it (SQL, containers) with those hits given. Any buffer is read in
+blocks of :data:`BLOCK_BYTES`, the engine and the wide readings one after the other
+on each (:func:`raw_copies`), so each pass finds the block in the CPU's cache.
+
+Joining pieces is exact: a chain (each secret's copies, left to right, none
+overlapping) that a piece began at its first byte agrees with the chain of the whole
+file from its first copy that does not overlap the copy before the piece; where one
+does (the two overlap across the boundary), the parent reads that secret's chain on
+from the end of the copy before until it meets the piece's chain again.
+
+Bounds: a container job gets the decompression budget left under the given path; when
+the jobs before it in the plan turn out to have used more than was left for it, it is
+read again in the parent with what was left (``Limits.max_total_bytes`` stays one
+budget per path). Workers are forked from the scanning process, so they hold its
+matcher without pickling it; :func:`prefork` starts them before a caller loads
+libraries that keep threads (chromadb). With one CPU, or little to read, the plan runs
+in this process.
+"""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing
+import os
+import stat as stat_mod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memkit.residue.containers import Budget, Limits
+from memkit.residue.coverage import FileCoverage, Snapshot
+
+__all__ = ["BLOCK_BYTES", "PIECE_BYTES", "prefork", "raw_copies", "release", "scan_path", "workers"]
+
+PIECE_BYTES = 16 << 20
+"""A file larger than twice this is read in pieces of at least this size (a piece per
+worker at least four times over, so the workers finish together)."""
+
+_BATCH_BYTES = 4 << 20
+_BATCH_FILES = 64
+_INLINE_BYTES = 8 << 20
+"""Plans holding less than this run in the scanning process (forking costs more)."""
+
+
+def workers() -> int:
+    """Processes a scan uses: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# --------------------------------------------------------------------------- the pool
+
+_POOL: dict[str, Any] = {}
+"""The worker pool of the current matcher: ``{"m": matcher, "pool": Pool, "pid": pid}``."""
+
+_M: Any = None
+"""The matcher a forked worker inherits."""
+
+
+def _enough(paths: list[Any]) -> bool:
+    """Whether the files under ``paths`` hold at least :data:`_INLINE_BYTES` (stops
+    counting there)."""
+    total = 0
+    for top in paths:
+        if top is None:
+            continue
+        for root, _dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [str(top)])]:
+            for name in files:
+                try:
+                    total += os.stat(os.path.join(root, name)).st_size
+                except OSError:
+                    continue
+                if total >= _INLINE_BYTES:
+                    return True
+    return False
+
+
+def prefork(m: Any, paths: list[Any] | None = None) -> None:
+    """Start the worker processes for matcher ``m`` now (before the caller imports
+    libraries that start threads), where there is more than one CPU and, when
+    ``paths`` are given, enough under them to read (:data:`_INLINE_BYTES`)."""
+    global _M
+    if workers() <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return
+    if _POOL.get("m") is m and _POOL.get("pid") == os.getpid():
+        return
+    if paths is not None and not _enough(paths):
+        return
+    release()
+    _M = m
+    _POOL.update(m=m, pid=os.getpid(), pool=multiprocessing.get_context("fork").Pool(workers()))
+
+
+def release(m: Any = None) -> None:
+    """Stop the worker processes (those of matcher ``m`` only, when given)."""
+    if not _POOL or (m is not None and _POOL.get("m") is not m):
+        return
+    global _M
+    pool = _POOL.pop("pool")
+    pid = _POOL.pop("pid")
+    _POOL.clear()
+    _M = None
+    if pid == os.getpid():
+        pool.terminate()
+        pool.join()
+
+
+def _pool(m: Any) -> Any:
+    prefork(m)
+    return _POOL.get("pool") if _POOL.get("m") is m else None
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass
+class _Job:
+    """One file to read in a worker (:meth:`Scanner.file` on it)."""
+
+    path: str
+    label: str
+    family: str
+    surface: str | None
+    size: int
+    budget: int
+    seen: dict[tuple[int, int], str] = field(default_factory=dict)
+    pieces: list[tuple[int, int]] = field(default_factory=list)
+    split: bool = False
+    scanner: Any = None
+    """The scanner's class (:class:`memkit.residue.files.Scanner` or a subclass)."""
+
+
+class _Notes(list):  # type: ignore[type-arg]
+    """A report's ``notes`` during planning: each note joins the plan in order."""
+
+    def __init__(self, events: list[Any]) -> None:
+        super().__init__()
+        self._events = events
+
+    def append(self, note: Any) -> None:
+        self._events.append(("note", note))
+
+
+class _PlanReport:
+    def __init__(self, events: list[Any]) -> None:
+        self.notes = _Notes(events)
+
+
+def _family_name(scanner: Any, family: Any) -> str:
+    for name, fam in scanner.FAMILIES.items():
+        if fam is family:
+            return name
+    raise ValueError("scan_pool: a family other than DISK, SIDE, CACHE")
+
+
+def _plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> list[Any]:
+    """The walk :meth:`Scanner.path` makes, as events: ``("cover", record)``,
+    ``("note", text)``, ``("job", _Job)``. Marks what it plans as seen on ``scanner``
+    (a SQLite file's journals too, which its job reads)."""
+    base = type(scanner)
+    content_kind, wal_suffixes = base.content_kind, base.WAL_SUFFIXES
+    events: list[Any] = []
+    fam = _family_name(scanner, family)
+
+    class Planner(base):  # type: ignore[valid-type,misc]
+        def _cover(self, cov: FileCoverage) -> None:
+            events.append(("cover", cov))
+
+        def file(self, p: Path, label: str, family: Any, budget: Budget | None = None,
+                 surface: str | None = None) -> None:
+            try:
+                st = os.stat(p)
+            except OSError as exc:
+                self._cover(FileCoverage(label, surface or family.raw("file", label), 0,
+                                         left=[f"cannot be stat'ed ({exc.strerror or exc})"]))
+                return
+            key = (st.st_dev, st.st_ino)
+            if key in self.seen:
+                self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
+                                         same_as=self.seen[key]))
+                return
+            self.seen[key] = label
+            job = _Job(str(p), label, fam, surface, st.st_size, 0, scanner=base)
+            try:
+                with open(p, "rb") as fh:
+                    head = fh.read(16)
+            except OSError:
+                head = b""
+            if content_kind(head, p.name) == "sqlite":  # its journals: read by its job
+                for suf in wal_suffixes:
+                    side = p.with_name(p.name + suf)
+                    try:
+                        sst = os.stat(side)
+                    except OSError:
+                        continue
+                    if stat_mod.S_ISREG(sst.st_mode):
+                        skey = (sst.st_dev, sst.st_ino)
+                        if skey in self.seen:
+                            job.seen[skey] = self.seen[skey]
+                        else:
+                            self.seen[skey] = label + suf
+            events.append(("job", job))
+
+    planner = Planner(_PlanReport(events), scanner.m, scanner.limits, seen=scanner.seen,
+                      skip_sql=scanner.skip_sql)
+    if top.is_dir():
+        planner._walk(top, label, family, set(), budget)
+    else:
+        planner._entry(top, label, family, set(), budget)
+    return events
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+def _fragment(report: Any) -> dict[str, Any]:
+    return {"surfaces": {s: h for s, h in report.surfaces.items() if h}, "notes": report.notes,
+            "unchecked": report.unchecked, "coverage": report.coverage}
+
+
+def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
+               raw: tuple[list[Any], list[Any]] | None = None, serde: Any = None) -> dict[str, Any]:
+    """Read one file as :meth:`Scanner.file` does, into a report of its own; with
+    ``raw``, the file's own bytes are not matched again (its UTF-8 and wide copies were
+    read in pieces and are added first)."""
+    m = _LOCAL_M if _LOCAL_M is not None else _M
+    report = kind(target="")
+
+    class JobScanner(job.scanner):  # type: ignore[name-defined,misc]
+        def raw(self, data: Any, surface: str, label: str) -> int:
+            if raw is not None and label == job.label:
+                return self.raw_hits(data, surface, label, raw[0], raw[1])
+            return super().raw(data, surface, label)
+
+    scanner = JobScanner(report, m, limits, seen=dict(job.seen), skip_sql=set(skip_sql), checkpoint_serde=serde)
+    budget = Budget(job.budget)
+    scanner.file(Path(job.path), job.label, job.scanner.FAMILIES[job.family], budget, surface=job.surface)
+    out = _fragment(report)
+    out["used"] = job.budget - budget.left
+    return out
+
+
+def _read_batch(jobs: list[_Job], limits: Limits, skip_sql: set[str], kind: type,
+                serde: Any = None) -> list[dict[str, Any]]:
+    return [_read_file(j, limits, skip_sql, kind, None, serde) for j in jobs]
+
+
+_LOCAL_M: Any = None
+"""The matcher of a plan run in this process."""
+
+
+@dataclass
+class _Piece:
+    """What one piece of a large file holds (:func:`_read_piece`)."""
+
+    lo: int
+    hi: int
+    states: dict[int, tuple[dict[tuple[int, int], str], list[tuple[int, int]], bool]]
+    wide: list[Any]
+
+
+def _engine(m: Any) -> Any:
+    from memkit.scan.engine import single_engine
+
+    return m.engine if hasattr(m, "engine") else single_engine(m.secret)
+
+
+BLOCK_BYTES = 4 << 20
+"""Bytes read by the scan engine and the wide readings one after the other, while they
+are in the CPU's cache (each reads them from memory once, not once per pass)."""
+
+
+def _blocks(data: Any, m: Any, lo: int, hi: int) -> list[_Piece]:
+    """The copies that start in ``data[lo:hi]``, as pieces of :data:`BLOCK_BYTES`: per
+    secret its chain from the block's start (copies, the secret as given, whether the
+    pattern read it as given), and the wide candidates
+    (:func:`memkit.scan.encodings.wide_candidates`)."""
+    from memkit.scan.encodings import wide_candidates
+
+    engine = _engine(m)
+    out = []
+    for a in range(lo, hi, BLOCK_BYTES):
+        b = min(hi, a + BLOCK_BYTES)
+        st = engine.scan_part(data, a, b)
+        states = {i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
+                  for i in set(st.found) | set(st.exact)}
+        out.append(_Piece(a, b, states, wide_candidates(data, m, a, b)))
+    return out
+
+
+def _read_piece(path: str, lo: int, hi: int) -> list[_Piece]:
+    """:func:`_blocks` of ``[lo, hi)`` of a file."""
+    m = _LOCAL_M if _LOCAL_M is not None else _M
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return _blocks(mm, m, lo, hi)
+
+
+def raw_copies(m: Any, data: Any) -> tuple[list[tuple[int, int, str, int | None]], list[Any]]:
+    """The UTF-8 copies (``(start, end, kind, index)``) and the wide copies of ``data``
+    for :meth:`memkit.residue.files.Scanner.raw`: read in blocks (:data:`BLOCK_BYTES`) when
+    it is larger than two, else in one pass each."""
+    from memkit.scan.encodings import byte_spans, pick, wide_spans
+
+    if len(data) <= 2 * BLOCK_BYTES or _engine(m) is None:
+        spans = byte_spans(m, data)
+        return spans, wide_spans(data, m, exclude=[(s, e, i) for s, e, _, i in spans])
+    pieces = _blocks(data, m, 0, len(data))
+    spans = _join(_engine(m), data, pieces)
+    if not hasattr(m, "engine"):
+        spans = [(s, e, k, None) for s, e, k, _ in spans]
+    return spans, pick([c for p in pieces for c in p.wide], [(s, e, i) for s, e, _, i in spans])
+
+
+# --------------------------------------------------------------------------- joining pieces
+
+
+def _rechain(find: Any, data: Any, pos: int, hi: int, theirs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A chain read on from ``pos`` (``find(pos) -> (start, end) | None``), until it meets
+    a span of the piece's chain ``theirs`` (from there on the two agree) or starts past
+    ``hi``."""
+    mine: list[tuple[int, int]] = []
+    known = set(theirs)
+    while True:
+        sp = find(pos)
+        if sp is None or sp[0] >= hi:
+            return mine
+        if sp in known:
+            return mine + [t for t in theirs if t[0] >= sp[0]]
+        mine.append(sp)
+        pos = sp[1] if sp[1] > sp[0] else sp[0] + 1
+
+
+def _join(engine: Any, data: Any, pieces: list[_Piece]) -> list[tuple[int, int, str, int | None]]:
+    """The copies of a whole file from its pieces, in order (module doc), as
+    ``(start, end, kind, index)`` like :func:`memkit.scan.encodings.byte_spans`."""
+    size = len(data)
+    found: dict[int, dict[tuple[int, int], str]] = {}
+    literal: dict[int, list[tuple[int, int]]] = {}
+    seen: set[int] = set()
+    last: dict[int, int] = {}
+    last_lit: dict[int, int] = {}
+    for piece in pieces:
+        for i, (spans, lits, exact_seen) in sorted(piece.states.items()):
+            entry = engine._entry(i)
+            chain = sorted(spans)
+            if chain and chain[0][0] < last.get(i, 0):  # overlaps the copy before the piece
+                pattern, stop = entry.matcher.bytes, min(size, piece.hi + engine.overlap)
+
+                def find(pos: int, pattern: Any = pattern, stop: int = stop) -> tuple[int, int] | None:
+                    mt = pattern.search(data, pos, stop)
+                    return mt.span() if mt else None
+
+                chain = _rechain(find, data, last[i], piece.hi, chain)
+                spans = {sp: "exact" if bytes(data[sp[0]:sp[1]]) == entry.exact else "normalized" for sp in chain}
+                exact_seen = exact_seen or "exact" in spans.values()
+            if chain:
+                last[i] = chain[-1][1]
+            found.setdefault(i, {}).update((sp, spans[sp]) for sp in chain)
+            if exact_seen:
+                seen.add(i)
+            lits = sorted(lits)
+            if lits and lits[0][0] < last_lit.get(i, 0):
+                exact = entry.exact
+
+                def find_lit(pos: int, exact: bytes = exact) -> tuple[int, int] | None:
+                    at = data.find(exact, pos)
+                    return (at, at + len(exact)) if at >= 0 else None
+
+                lits = _rechain(find_lit, data, last_lit[i], piece.hi, lits)
+            if lits:
+                last_lit[i] = lits[-1][1]
+            literal.setdefault(i, []).extend(lits)
+    out: list[tuple[int, int, str, int | None]] = []
+    for i in sorted(set(found) | set(literal)):
+        spans = dict(found.get(i, {}))
+        if i not in seen:
+            for sp in literal.get(i, []):
+                spans.setdefault(sp, "exact")
+        out += [(s, e, k, i) for (s, e), k in spans.items()]
+    return sorted(out)
+
+
+def _pieces(size: int, n_workers: int) -> list[tuple[int, int]]:
+    step = max(PIECE_BYTES, -(-size // (4 * n_workers)))
+    return [(a, min(size, a + step)) for a in range(0, size, step)]
+
+
+# --------------------------------------------------------------------------- running a plan
+
+
+def _merge(report: Any, frag: dict[str, Any]) -> None:
+    """Add a job's report to the scan's (in the order a single process adds them)."""
+    for s, hits in frag["surfaces"].items():
+        report.surfaces.setdefault(s, []).extend(hits)
+    for note in frag["notes"]:
+        if note not in report.notes:
+            report.notes.append(note)
+    for s, reasons in frag["unchecked"].items():
+        have = report.unchecked.setdefault(s, [])
+        have.extend(r for r in reasons if r not in have)
+    report.coverage.extend(frag["coverage"])
+
+
+def _run(scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
+    """Read the planned jobs (in ``pool`` when given, else here) and add what they
+    found to ``scanner.report`` in plan order."""
+    global _LOCAL_M
+    report, limits, skip = scanner.report, scanner.limits, scanner.skip_sql
+    serde = getattr(scanner, "checkpoint_serde", None)
+    kind = type(report)
+    n = workers() if pool is not None else 1
+    jobs = [e[1] for e in events if e[0] == "job"]
+    for job in jobs:
+        job.budget = budget.left
+        if pool is not None and job.size > 2 * PIECE_BYTES and _engine(scanner.m) is not None:
+            job.split = True
+            job.pieces = _pieces(job.size, n)
+    pending: dict[Any, Any] = {}
+    _LOCAL_M = scanner.m
+    if pool is not None:  # pieces of large files first (they are the long part), then batches of small files
+        for job in jobs:
+            for lo, hi in job.pieces:
+                pending[id(job), lo] = pool.apply_async(_read_piece, (job.path, lo, hi))
+        batch: list[_Job] = []
+
+        def flush() -> None:
+            if batch:
+                res = pool.apply_async(_read_batch, (list(batch), limits, skip, kind, serde))
+                for k, j in enumerate(batch):
+                    pending[id(j)] = (res, k)
+                batch.clear()
+
+        for job in jobs:
+            if job.split:
+                continue
+            batch.append(job)
+            if sum(j.size for j in batch) >= _BATCH_BYTES or len(batch) >= _BATCH_FILES:
+                flush()
+        flush()
+    try:
+        for ev, item in events:
+            if ev == "cover":
+                scanner._cover(item)
+            elif ev == "note":
+                report.notes.append(item)
+            else:
+                _finish_job(scanner, item, budget, pool, pending, limits, skip, kind, serde)
+    finally:
+        _LOCAL_M = None
+
+
+def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dict[Any, Any], limits: Limits,
+                skip: set[str], kind: type, serde: Any = None) -> None:
+    """Add one job's findings to the report; a job that used more of the budget than
+    was left for it (the jobs before it used some) is read again here with what was
+    left."""
+    report = scanner.report
+    changed = None
+    if job.split:
+        before = Snapshot.of(job.path)
+        raw = _joined_raw(scanner, job, pending)
+        job.budget = budget.left
+        frag = (pool.apply(_read_file, (job, limits, skip, kind, raw, serde)) if pool is not None
+                else _read_file(job, limits, skip, kind, raw, serde))
+        if Snapshot.of(job.path) != before:
+            changed = next((c for c in frag["coverage"] if c.path == job.label), None)
+    elif id(job) in pending:
+        res, k = pending.pop(id(job))
+        frag = res.get()[k]
+    else:
+        job.budget = budget.left
+        frag = _read_file(job, limits, skip, kind, None, serde)
+    if frag["used"] > budget.left:
+        job.budget = budget.left
+        frag = _read_file(job, limits, skip, kind, None, serde)
+    budget.left -= frag["used"]
+    _merge(report, frag)
+    if changed is not None and not any(x.startswith("changed during") for x in changed.left):
+        changed.left.append("changed during the scan (size, modification time or inode differ before "
+                            "and after): scan again when it is idle")
+        report.skip(changed.surface, f"{changed.path}: " + "; ".join(changed.left))
+
+
+def _joined_raw(scanner: Any, job: _Job, pending: dict[Any, Any]) -> tuple[list[Any], list[Any]]:
+    """UTF-8 and wide copies of a file read in pieces."""
+    from memkit.scan.encodings import pick
+
+    pieces = [block for lo, _ in job.pieces for block in pending.pop((id(job), lo)).get()]
+    with open(job.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        spans = _join(_engine(scanner.m), mm, pieces)
+    if not hasattr(scanner.m, "engine"):
+        spans = [(s, e, k, None) for s, e, k, _ in spans]
+    wide = pick([c for p in pieces for c in p.wide], [(s, e, i) for s, e, _, i in spans])
+    return spans, wide
+
+
+def _size(events: list[Any]) -> Iterator[int]:
+    for ev, item in events:
+        if ev == "job":
+            yield item.size
+
+
+def scan_path(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> bool:
+    """Read ``top`` for ``scanner`` as :meth:`Scanner.path` does, in worker processes
+    when there is more than one CPU and enough to read (module doc); returns False
+    (nothing done) for a family this module does not know."""
+    try:
+        _family_name(scanner, family)
+    except ValueError:
+        return False
+    events = _plan(scanner, top, family, label, budget)
+    total = sum(_size(events))
+    pool = _pool(scanner.m) if total >= _INLINE_BYTES else None
+    _run(scanner, events, budget, pool)
+    return True

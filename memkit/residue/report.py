@@ -1,0 +1,430 @@
+"""The one report of what is left where: every surface, its copies of each secret,
+and what could not be read.
+
+:class:`ResidueReport` (one per scan: per surface the :class:`Hit` copies found and
+the reasons it was not, or only partly, read; a coverage record per file) is what
+:func:`memkit.residue.scan`, the file reader (:mod:`memkit.residue.files`), the
+checkpoint reader (:mod:`memkit.residue.checkpoints`) and the PostgreSQL reader
+(:mod:`memkit.postgres.database`) fill. The functions here record copies into it:
+:func:`scan_text` / :func:`scan_buffer` / :func:`scan_value` match a text, bytes or a
+stored value and add one masked :class:`Hit` per copy; :func:`scan_table` and
+:func:`scan_values` read SQL rows in batches; :func:`strings_in` walks a nested value.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import shutil
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from memkit.residue.coverage import FileCoverage, coverage_summary
+from memkit.scan.matching import SecretMatcher, scalar_text
+
+__all__ = ["PAGE", "SQLITE_MAGIC", "SURFACES", "Hit", "ResidueReport", "copy_sqlite", "is_sqlite", "mask_text", "printable",
+           "quote_identifier", "render_masked", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values",
+           "strings_in"]
+
+SURFACES: tuple[str, ...] = (
+    "text_raw",
+    "text_summary",
+    "text_other",
+    "metadata",
+    "stale_embedding",
+    "stale_vector",
+    "cache",
+    "cache_disk",
+    "side_sqlite",
+    "side_disk",
+    "side_fulltext",
+    "side_json",
+    "side_pickle",
+    "side_file",
+    "checkpoint",
+    "disk_sqlite",
+    "disk_wal",
+    "disk_log",
+    "disk_fulltext",
+    "disk_hnsw",
+    "disk_other",
+)
+"""Every surface a :class:`ResidueReport` counts (module doc)."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_WAL_SUFFIXES = ("-wal", "-journal", "-shm")
+_WINDOW = 24
+_MASK = "[SECRET]"
+PAGE = 2000
+"""Rows read per SQL page."""
+_BATCH_BYTES = 4 << 20
+"""Text read from SQL rows per :func:`scan_values` call (bounds its memory)."""
+
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One copy of the secret.
+
+    Attributes:
+        surface: one of :data:`SURFACES`.
+        location: ``collection:id[:key]``, ``file@offset``, ``table:row:column``...
+        kind: ``exact``, ``normalized`` or ``stale``.
+        snippet: surrounding text with every occurrence replaced by ``[SECRET]``.
+        secret_index: with ``scan(..., secrets=[...])``, the index of the secret this
+            is a copy of (``None`` for one secret, and for ``stale`` hits).
+    """
+
+    surface: str
+    location: str
+    kind: str
+    snippet: str
+    secret_index: int | None = None
+
+
+@dataclass
+class ResidueReport:
+    """Copies of a secret per surface (module doc).
+
+    Attributes:
+        target: what was scanned.
+        surfaces: hits per surface; every surface of :data:`SURFACES` is a key.
+        notes: what was skipped and why.
+        unchecked: surfaces (wholly or partly) not checked, with the reasons.
+        not_given: surfaces whose inputs the caller did not give (no ``cache_paths``:
+            ``cache``/``cache_disk``; no ``also``: the ``side_*`` surfaces; no
+            ``checkpointer``: ``checkpoint``). Their count is 0 because nothing was
+            scanned, not because something was found clean; the verdict covers what
+            was given, and the CLI and :meth:`to_dict` say which were not.
+        coverage: one :class:`~memkit.residue.coverage.FileCoverage` per file and container
+            member read (module doc); those not fully covered are in ``unchecked``.
+        names: the surfaces this report counts, in order (default :data:`SURFACES`,
+            a Chroma directory's; a PostgreSQL database's are
+            :data:`memkit.postgres.database.PG_SURFACES`).
+    """
+
+    target: str
+    surfaces: dict[str, list[Hit]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unchecked: dict[str, list[str]] = field(default_factory=dict)
+    not_given: list[str] = field(default_factory=list)
+    coverage: list[FileCoverage] = field(default_factory=list)
+    names: tuple[str, ...] = SURFACES
+
+    def __post_init__(self) -> None:
+        for s in self.names:
+            self.surfaces.setdefault(s, [])
+
+    def cover(self, record: FileCoverage) -> None:
+        """Record what was read of one file; one not fully covered is listed in
+        :attr:`unchecked` under its surface (``path: reasons``)."""
+        self.coverage.append(record)
+        if not record.complete:
+            why = "; ".join(record.left) or f"{record.bytes_read} of {record.size} bytes read"
+            self.skip(record.surface, f"{record.path}: {why}")
+
+    secret_labels: list[str] = field(default_factory=list)
+    """With ``scan(..., secrets=[...])``: each secret masked
+    (:func:`memkit.scan.multi.mask_secret`), by index; empty for one secret."""
+
+    def per_secret(self) -> list[dict[str, Any]]:
+        """With several secrets: ``[{"index", "secret" (masked), "total", "counts"
+        (per surface, non-zero only)}]`` for every secret, in the order given."""
+        rows = [{"index": i, "secret": label, "total": 0, "counts": {}}
+                for i, label in enumerate(self.secret_labels)]
+        for surface in self.names:
+            for h in self.surfaces.get(surface, []):
+                if h.secret_index is not None and h.secret_index < len(rows):
+                    row = rows[h.secret_index]
+                    row["total"] += 1
+                    row["counts"][surface] = row["counts"].get(surface, 0) + 1
+        return rows
+
+    def skip(self, surface: str, reason: str) -> None:
+        """Record that ``surface`` was not (fully) checked, and why."""
+        if surface not in self.names:
+            raise ValueError(f"unknown surface {surface!r}")
+        self.unchecked.setdefault(surface, [])
+        if reason not in self.unchecked[surface]:
+            self.unchecked[surface].append(reason)
+        note = f"{surface} not checked: {reason}"
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def counts(self) -> dict[str, int]:
+        """Number of hits per surface, zeros included, in :attr:`names` order."""
+        return {s: len(self.surfaces.get(s, [])) for s in self.names}
+
+    @property
+    def total(self) -> int:
+        """Hits over all surfaces."""
+        return sum(self.counts().values())
+
+    @property
+    def clean(self) -> bool:
+        """True when every surface was checked and none holds a copy."""
+        return self.total == 0 and not self.unchecked
+
+    @property
+    def verdict(self) -> str:
+        """``"clean"``, ``"copies remain"``, or ``"incomplete"`` (no copy found on the
+        checked surfaces, but some were not checked)."""
+        if self.total:
+            return "copies remain"
+        return "incomplete" if self.unchecked else "clean"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: target, clean, verdict, total, counts, unchecked,
+        not_given, hits per surface, notes, coverage (one record per file) and its
+        one-line summary."""
+        return {
+            "target": self.target,
+            "clean": self.clean,
+            "verdict": self.verdict,
+            "total": self.total,
+            "counts": self.counts(),
+            "unchecked": {k: list(v) for k, v in self.unchecked.items()},
+            "not_given": list(self.not_given),
+            "surfaces": {s: [asdict(h) for h in self.surfaces.get(s, [])] for s in self.names},
+            "notes": list(self.notes),
+            "coverage_summary": coverage_summary(self.coverage),
+            "coverage": [r.to_dict() for r in self.coverage],
+            **({"per_secret": self.per_secret()} if self.secret_labels else {}),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def add(self, hit: Hit) -> None:
+        """Record a hit (its surface must be in :attr:`names`)."""
+        if hit.surface not in self.names:
+            raise ValueError(f"unknown surface {hit.surface!r}")
+        self.surfaces.setdefault(hit.surface, []).append(hit)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def render_masked(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: int, hi: int) -> str:
+    """Text of ``chars[lo:hi]`` (``start`` = offset of ``chars``) with spans masked."""
+    out: list[str] = []
+    i = lo
+    for s, e, *_ in sorted(spans):
+        s, e = max(s, lo), min(e, hi)
+        if e <= i or s >= hi:
+            continue
+        if s > i:
+            out.append(chars[i - start : s - start])
+        out.append(_MASK)
+        i = e
+    if i < hi:
+        out.append(chars[i - start : hi - start])
+    return "".join(out).replace("\n", " ")
+
+
+def mask_text(text: str, m: SecretMatcher) -> str:
+    return m.text.sub(_MASK, text)
+
+
+def scan_text(report: ResidueReport, surface: str, location: str, text: str, m: SecretMatcher,
+               depth: int = 0) -> None:
+    spans = m.spans(text)
+    loc = mask_text(location, m)
+    for s, e, kind, *index in spans:
+        lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
+        report.add(Hit(surface, loc, kind, render_masked(text, 0, spans, lo, hi), *index))
+    # A JSON document (LangChain's serialised prompts, chroma's log rows) can hold the
+    # secret only through its escapes (``\u00df`` for ``ß``): search it decoded too, as
+    # :func:`memkit.scan.matching.contains_secret` (the forget's cache purge) does.
+    if not spans and depth < 4 and text[:1] in "[{\"":
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        for path, inner in strings_in(decoded, ":<json>"):
+            if inner != text:
+                scan_text(report, surface, location + path, inner, m, depth + 1)
+
+
+class _Text:
+    """One text of :func:`scan_values`: where it is, its copies, the strings of the JSON
+    it holds when it shows none (read as :func:`scan_text` reads them)."""
+
+    __slots__ = ("location", "text", "depth", "spans", "kids")
+
+    def __init__(self, location: str, text: str, depth: int) -> None:
+        self.location, self.text, self.depth = location, text, depth
+        self.spans: list[Any] = []
+        self.kids: list[_Text] = []
+
+
+def scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, Any]], m: Any) -> None:
+    """:func:`scan_value` of each ``(location, value)``, with the same hits in the same
+    order, for many values at once: one scan engine pass over every text of a level
+    (:func:`memkit.scan.multi.may_hold`) names those that may hold a copy, and only
+    those are matched, instead of one matcher call per text."""
+    from memkit.scan.multi import may_hold
+
+    order: list[Any] = []
+    texts: list[_Text] = []
+
+    def flatten(location: str, value: Any) -> None:
+        text = scalar_text(value)
+        if text is not None:
+            node = _Text(location, text, 0)
+            order.append(node)
+            texts.append(node)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            order.append((location, bytes(value)))
+        elif isinstance(value, (list, tuple)):
+            for n, v in enumerate(value):
+                flatten(f"{location}[{n}]", v)
+
+    for location, value in items:
+        flatten(location, value)
+    level = texts
+    while level:
+        deeper: list[_Text] = []
+        for node, may in zip(level, may_hold(m, [n.text for n in level]), strict=True):
+            node.spans = m.spans(node.text) if may else []
+            if not node.spans and node.depth < 4 and node.text[:1] in "[{\"":
+                try:
+                    decoded = json.loads(node.text)
+                except (ValueError, RecursionError):
+                    continue
+                for path, inner in strings_in(decoded, ":<json>"):
+                    if inner != node.text:
+                        node.kids.append(_Text(node.location + path, inner, node.depth + 1))
+                deeper += node.kids
+        level = deeper
+
+    def emit(node: _Text) -> None:
+        if node.spans:
+            loc = mask_text(node.location, m)
+            for s, e, kind, *index in node.spans:
+                lo, hi = max(0, s - _WINDOW), min(len(node.text), e + _WINDOW)
+                report.add(Hit(surface, loc, kind, render_masked(node.text, 0, node.spans, lo, hi), *index))
+        for kid in node.kids:
+            emit(kid)
+
+    for item in order:
+        if isinstance(item, _Text):
+            emit(item)
+        else:
+            scan_buffer(report, surface, item[0], item[1], m)
+
+
+def printable(b: bytes) -> str:
+    return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
+
+
+def scan_buffer(
+    report: ResidueReport,
+    surface: str,
+    location: str,
+    data: bytes | mmap.mmap,
+    m: SecretMatcher,
+) -> None:
+    from memkit.scan.encodings import byte_spans
+
+    matches = byte_spans(m, data)
+    if not matches:
+        return
+    loc = mask_text(location, m)
+    for s, e, kind, *index in matches:
+        lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
+        window = printable(bytes(data[lo:hi]))
+        report.add(Hit(surface, f"{loc}@{s}", kind, render_masked(window, lo, matches, lo, hi), *index))
+
+
+def scan_value(
+    report: ResidueReport, surface: str, location: str, value: Any,
+    m: SecretMatcher,
+) -> None:
+    text = scalar_text(value)
+    if text is not None:
+        scan_text(report, surface, location, text, m)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        scan_buffer(report, surface, location, bytes(value), m)
+    elif isinstance(value, (list, tuple)):
+        for n, v in enumerate(value):
+            scan_value(report, surface, f"{location}[{n}]", v, m)
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def copy_sqlite(src: Path, dst_dir: Path) -> Path:
+    """Copy an SQLite file and its -wal/-journal into ``dst_dir``; return the copy."""
+    dst = dst_dir / src.name
+    shutil.copy2(src, dst)
+    for suf in ("-wal", "-journal"):
+        side = src.with_name(src.name + suf)
+        if side.exists():
+            shutil.copy2(side, dst_dir / side.name)
+    return dst
+
+
+def is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(16) == SQLITE_MAGIC
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def scan_table(
+    con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
+    m: SecretMatcher, skip: frozenset[str] = frozenset(),
+) -> None:
+    """Match every text/blob value of ``table`` (but the columns in ``skip``, read elsewhere)."""
+    cur = con.execute(f"SELECT * FROM {quote_identifier(table)}")
+    cols = [d[0] for d in cur.description]
+    batch: list[tuple[str, Any]] = []
+    size = 0
+    for n, row in enumerate(cur):
+        for col, value in zip(cols, row, strict=True):
+            if isinstance(value, (str, bytes)) and col not in skip:
+                batch.append((f"{prefix}{table}:row{n}:{col}", value))
+                size += len(value)
+        if size >= _BATCH_BYTES:
+            scan_values(report, surface, batch, m)
+            batch, size = [], 0
+    scan_values(report, surface, batch, m)
+
+
+def strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
+    """``(path, text)`` of every string a checkpoint value holds: messages (content,
+    additional kwargs, tool calls), mappings (keys too), sequences, pydantic models,
+    dataclasses, numbers; anything else by its ``repr``."""
+    if depth > 50:
+        return
+    if isinstance(obj, str):
+        yield path, obj
+    elif isinstance(obj, (bytes, bytearray)):
+        yield path, bytes(obj).decode("utf-8", errors="replace")
+    elif isinstance(obj, bool) or obj is None:
+        return
+    elif isinstance(obj, (int, float)):
+        yield path, str(obj)
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            yield from strings_in(k, f"{path}.<key>", depth + 1)
+            yield from strings_in(v, f"{path}.{k}", depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for i, v in enumerate(obj):
+            yield from strings_in(v, f"{path}[{i}]", depth + 1)
+    elif hasattr(obj, "model_dump"):
+        yield from strings_in(obj.model_dump(), path, depth + 1)
+    elif is_dataclass(obj) and not isinstance(obj, type):
+        yield from strings_in(asdict(obj), path, depth + 1)
+    else:
+        yield path, repr(obj)
+
+
+# --------------------------------------------------------------------------- chroma API

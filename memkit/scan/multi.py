@@ -1,0 +1,186 @@
+"""Many secrets behind one matcher's interface: :class:`MultiMatcher` (what the residue
+scanner, forget and the LLM cache call when they look for many secrets at once), and
+how a report shows a secret (:func:`mask_secret`).
+
+Bytes go through :class:`memkit.scan.engine.ScanEngine`; a text (a stored value, a
+cache entry) is prefiltered by the same engine over its UTF-8 bytes (the byte pattern
+accepts every copy the text pattern accepts, once the control characters the byte
+pattern treats as breakers are read as spaces) and confirmed by each named secret's
+matcher: linear in the text and in the number of secrets named, never per secret per
+byte.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from memkit.scan.engine import ScanEngine, single_engine
+from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher
+
+__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold"]
+
+_BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in BREAKERS_AS_SPACES else c for c in range(256))
+""":data:`BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
+
+
+class _MultiMask:
+    """``.sub(repl, text)`` masking every copy of every secret (``SecretMatcher.text``'s
+    use in the residue scanner)."""
+
+    def __init__(self, owner: MultiMatcher) -> None:
+        self._owner = owner
+
+    def sub(self, repl: str, text: str) -> str:
+        for i in self._owner.candidates(text):
+            text = self._owner.engine._entry(i).matcher.text.sub(repl, text)
+        return text
+
+
+class MultiMatcher:
+    """The interface of :class:`~memkit.scan.matching.SecretMatcher` that the residue
+    scanner uses, for many secrets at once: spans are ``(start, end, kind, index)``
+    with the index of the secret in :attr:`secrets`. Bytes go through
+    :meth:`ScanEngine.scan_bytes`; each text (a stored value, a cache entry) is
+    prefiltered by the same engine (:meth:`candidates`) and confirmed by the matcher
+    of each secret it names.
+
+    Args:
+        secrets: the secrets (order kept; duplicates scanned once).
+
+    Raises:
+        ValueError / TypeError: as :class:`ScanEngine`.
+    """
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self.engine = ScanEngine(secrets)
+        self.secrets = self.engine.secrets
+        self.text = _MultiMask(self)
+
+    def candidates(self, text: str) -> list[int]:
+        """Indices of the secrets that may have a copy in ``text`` (a superset): those
+        the scan engine finds in the text's UTF-8 bytes, and in those of the text with
+        characters that fold to several (``ß`` -> ``ss``) folded, as
+        :meth:`SecretMatcher.spans` reads it; control characters the byte pattern
+        does not read as separators are read as spaces (the text pattern's
+        separators)."""
+        from memkit.scan.matching import multi_char_pattern, spelling_tables
+
+        forms = [text]
+        if multi_char_pattern().search(text) is not None:
+            multi = spelling_tables()[3]
+            forms.append("".join(multi.get(ch, ch) for ch in text))
+        named: set[int] = set()
+        for form in forms:
+            named.update(self.engine.scan_bytes(
+                form.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)))
+        return sorted(named)
+
+    def search(self, text: str) -> bool:
+        """Whether ``text`` holds a copy of any of the secrets."""
+        return any(self.engine._entry(i).matcher.search(text) for i in self.candidates(text))
+
+    def spans(self, text: str) -> list[tuple[int, int, str, int]]:
+        """``(start, end, kind, index)`` of every copy of every secret in ``text``."""
+        out = [(s, e, k, i) for i in self.candidates(text)
+               for s, e, k in self.engine._entry(i).matcher.spans(text)]
+        return sorted(out)
+
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` (a string, bytes, or nested dicts/lists of them) holds a
+        copy of any secret; a string that is JSON is also searched decoded
+        (:meth:`SecretMatcher.contains`, for each secret the prefilter names)."""
+        import json
+
+        from memkit.scan.matching import strings_of
+
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bool(self.engine.scan_bytes(bytes(value)))
+        for text in strings_of(value):
+            forms = [text]
+            if text[:1] in "[{\"":
+                try:
+                    forms += list(strings_of(json.loads(text)))
+                except ValueError:
+                    pass
+            named = {i for f in forms for i in self.candidates(f)}
+            if any(self.engine._entry(i).matcher.contains(text) for i in sorted(named)):
+                return True
+        return False
+
+    def byte_spans(self, data: Any) -> list[tuple[int, int, str, int]]:
+        """``(start, end, kind, index)`` of every copy in a bytes-like object."""
+        found = self.engine.scan_bytes(data)
+        return sorted((s, e, k, i) for i, spans in found.items() for s, e, k in spans)
+
+
+@lru_cache(maxsize=1)
+def _folding() -> tuple[Any, dict[int, str]]:
+    """A Hyperscan database of the UTF-8 of every character that folds to several
+    (``ß``, ``ﬁ``, ``㎏``), and their folds for :meth:`str.translate`."""
+    import hyperscan
+
+    from memkit.scan.matching import spelling_tables
+
+    multi = spelling_tables()[3]
+    chars = sorted(multi)
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=[ch.encode() for ch in chars], ids=list(range(len(chars))), elements=len(chars),
+               flags=0, literal=True)
+    return db, {ord(ch): f for ch, f in multi.items()}
+
+
+def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
+    """Whether each of ``texts`` may hold a copy of ``m``'s secret or secrets (a
+    superset, as :meth:`MultiMatcher.candidates`), for a matcher or a
+    :class:`MultiMatcher`: one scan engine pass over all of them (joined by NUL bytes,
+    which no byte copy holds), and one over those holding a character that folds to
+    several, folded; not one per text."""
+
+    engine = m.engine if isinstance(m, MultiMatcher) else single_engine(m.secret)
+    if engine is None:
+        return [True] * len(texts)
+    out = [False] * len(texts)
+    db, fold = _folding()
+
+    def scan(indices: list[int], forms: list[bytes], folds: bool) -> list[int]:
+        starts = [0]
+        for f in forms:
+            starts.append(starts[-1] + len(f) + 1)
+        joined = b"\0".join(forms)
+        for spans in engine.scan_bytes(joined).values():
+            for s, _e, _k in spans:
+                out[indices[bisect.bisect_right(starts, s) - 1]] = True
+        if not folds:
+            return []
+        holding: set[int] = set()
+        db.scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(bisect.bisect_right(starts, b - 1) - 1))
+        return [indices[j] for j in sorted(holding)]
+
+    folding = scan(list(range(len(texts))),
+                   [t.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES) for t in texts], True)
+    if folding:
+        scan(folding, [texts[i].translate(fold).encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)
+                       for i in folding], False)
+    return out
+
+
+def mask_secret(secret: str) -> str:
+    """A secret as a report may show it: its first and last character around one
+    ``*`` per character in between (``X*************9``); ``*`` only for secrets
+    shorter than 6 characters."""
+    if len(secret) < 6:
+        return "*" * len(secret)
+    return secret[0] + "*" * (len(secret) - 2) + secret[-1]
+
+
+def each_secret(m: Any) -> list[tuple[int | None, SecretMatcher]]:
+    """The one-secret matchers behind ``m``: ``[(index, matcher)]`` for a
+    :class:`MultiMatcher` (``index`` is the secret's position, as in its hits), or
+    ``[(None, m)]`` for a :class:`~memkit.scan.matching.SecretMatcher`. For the scans that
+    ask per secret (full-text ``MATCH`` queries)."""
+    if isinstance(m, MultiMatcher):
+        return [(i, matcher(secret)) for i, secret in enumerate(m.secrets)]
+    return [(None, m)]

@@ -1,0 +1,386 @@
+"""The windows of the multi-secret scan: where a copy may read an encoded construct, and
+which secrets may have a copy there (step 3 of :mod:`memkit.scan.engine`).
+
+A *window token* is what the plain pattern lacks (:data:`~memkit.scan.matching.WINDOW_TOKENS`,
+:func:`~memkit.scan.matching.escaped_spellings`, :func:`~memkit.scan.matching.spelling_points`). A copy that reads a token starts within its
+*window*: at most ``overlap`` bytes before it (and after the last breaker,
+:data:`~memkit.scan.matching.BREAKER_BYTES`, before it), at most 3 bytes after it.
+:meth:`TokenWindows.find` drops tokens in stretches between breakers too short for a
+copy (vectorised over all tokens) and merges the rest; :meth:`TokenWindows.name` tells,
+for each window, the secrets that may have a copy there: first every secret whose
+skeleton characters all have a spelling in the window (bit masks, all windows at once),
+then each of those by :meth:`TokenWindows.pattern` over the window's
+:meth:`TokenWindows.events`. Both are supersets of the byte pattern's copies; the byte
+pattern itself then searches the windows of the secrets named.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+import numpy as np
+import re2
+
+from memkit.scan.matching import BREAKER_BYTES, TOKEN_MAX_BYTES, alnum_fold, variants_table
+from memkit.scan.plain import ALNUM, LOWER_LUT
+
+__all__ = ["TokenWindows"]
+
+_PAD = 1024
+"""Extra bytes before a token's window (a backslash run before the token is at most
+64 bytes; the rest is margin)."""
+
+_NEAR = 64
+"""Bytes either side of a token that the vectorised filter reads."""
+
+_BREAK_LUT = np.zeros(256, dtype=bool)
+_BREAK_LUT[[b[0] for b in BREAKER_BYTES]] = True
+
+_ENTITY_DEC = re.compile(rb"&#0*([0-9]{1,8})")
+_ENTITY_HEX = re.compile(rb"&#[xX]0*([0-9A-Fa-f]{1,8})")
+_JSON_U = re.compile(rb"\\u([0-9A-Fa-f]{4})")
+_JSON_PAIR = re.compile(rb"\\u([Dd][89ABab][0-9A-Fa-f]{2})\\+u([Dd][C-Fc-f][0-9A-Fa-f]{2})")
+_UTF8 = re.compile(rb"[\xc2-\xf4][\x80-\xbf]{1,3}")
+_COVER = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]"
+    rb"|<!--(?:(?!-->)[^\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]){0,500}-->"
+    rb"|</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]{0,500}>"
+    rb"|&(?:#[xX][0-9A-Fa-f]{1,16};?|#[0-9]{1,16};?|[A-Za-z][A-Za-z0-9]{0,31};?)"
+    rb"|(?:%[0-9A-Fa-f]{2})+"
+    rb"|\\+(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[ntrbfv0/'\"])")
+"""Every encoded construct of the byte pattern at its longest (:meth:`TokenWindows.events`):
+its letters and digits may be read as a separator, so they are *special*."""
+_SPECIAL_LUT = np.zeros(256, dtype=bool)
+_SPECIAL_LUT[[0x1B, ord("<"), ord("&"), ord("%"), ord("\\")]] = True
+_SPECIAL_CODE = np.zeros(256, dtype=np.uint8)
+_SPECIAL_CODE[ord("a"):ord("z") + 1] = np.arange(ord("A"), ord("Z") + 1)
+_SPECIAL_CODE[ord("0"):ord("9") + 1] = np.arange(0x80, 0x8A)
+
+
+class TokenWindows:
+    """Windows around tokens, and the secrets each names (module doc).
+
+    Args:
+        skeletons: ``{secret index: skeleton}`` of the secrets scanned (one per secret).
+        spells: per token kind before the spelling points, the skeleton characters it
+            can spell ("" for :data:`~memkit.scan.matching.WINDOW_TOKENS`, the character of
+            each :func:`~memkit.scan.matching.escaped_spellings` pattern).
+        points: :func:`~memkit.scan.matching.spelling_points` of those secrets, with the
+            characters each starts a spelling of (the token
+            kinds after ``spells``).
+        overlap: the longest copy of any of the secrets, in bytes.
+        n_min: the fewest spellings any copy of the secrets holds
+            (:func:`~memkit.scan.matching.fewest_spellings`: ``ß`` is one, though it stands for
+            ``ss``).
+    """
+
+    def __init__(self, skeletons: dict[int, str], spells: list[str], points: dict[bytes, frozenset[str]], overlap: int,
+                 n_min: int) -> None:
+        self.skeletons = skeletons
+        self.unique = list(skeletons)
+        self.overlap = overlap
+        self.n_min = n_min
+        skset = {i: frozenset(skeletons[i]) for i in self.unique}
+        alphabet = frozenset().union(*skset.values())
+        # each secret's characters as bits (64 a word), for the subset test of name()
+        self._bit = {c: k for k, c in enumerate(sorted(alphabet))}
+        words = (len(alphabet) + 63) // 64
+        self._smask = np.zeros((len(self.unique), words), dtype=np.uint64)
+        for row, i in enumerate(self.unique):
+            for c in skset[i]:
+                k = self._bit[c]
+                self._smask[row, k // 64] |= np.uint64(1 << (k % 64))
+        self._nonascii = frozenset(c for c in alphabet if not c.isascii())
+        variants = variants_table()
+        self._rev = {v: c for c in alphabet for v in variants.get(c, ())}
+        # bytes of which every spelling of a character of some secret holds at least
+        # one: its ASCII letters and digits, the start of an escape, the lead byte of
+        # a non-ASCII spelling (the filter of find() counts them)
+        self._unit_lut = np.zeros(256, dtype=bool)
+        for c in alphabet:
+            if c.isascii():
+                self._unit_lut[[ord(c.lower()), ord(c.upper())]] = True
+        self._unit_lut[[ord("&"), ord("%"), ord("\\")] + sorted({p[0] for p in points})] = True
+        self._zpat: dict[int, Any] = {}
+        # bits of the characters each byte value (a letter or digit) and each token
+        # kind (a point: what it spells; an escape that can spell anything: all) stand for
+        self._bit_lut = np.zeros(256, dtype=np.uint64)
+        for c, k in self._bit.items():
+            if c.isascii():
+                for ch in {c, c.upper()}:
+                    self._bit_lut[ord(ch)] = np.uint64(1 << k)
+        kinds = len(spells) + len(points)
+        self._tbits = np.zeros((kinds, words), dtype=np.uint64)
+        spelled_by = [set(c) for c in spells]
+        for pt, starts in points.items():
+            ch = pt.decode("utf-8")
+            spelled = set(alnum_fold(ch)) | {self._rev[ch]} if ch in self._rev else set(alnum_fold(ch))
+            spelled |= starts  # the characters whose spellings it starts (и for и + U+0306: й)
+            if unicodedata.combining(ch):
+                spelled |= self._nonascii
+            spelled_by.append(spelled)
+        for j, spelled in enumerate(spelled_by):
+            for c in spelled:
+                if c in self._bit:
+                    k = self._bit[c]
+                    self._tbits[j, k // 64] |= np.uint64(1 << (k % 64))
+        self._zcode = {c: 0x90 + k % 0x6F for k, c in enumerate(sorted(self._nonascii))}
+
+    def find(self, arr: np.ndarray, ends: list[int], lo: int, limit: int) -> list[tuple[int, int]]:
+        """The merged windows (start ranges ``[w0, w1)`` within ``[lo, limit)``) of the
+        tokens ending at ``ends``, less tokens in stretches between breakers that hold
+        fewer than :attr:`n_min` bytes a spelling needs (:attr:`_unit_lut`)."""
+        if not ends:
+            return []
+        n = len(arr)
+        q = np.unique(np.asarray(ends, dtype=np.int64)) - 1
+        lb = np.full(len(q), -1, dtype=np.int64)  # first byte after the last breaker; -1: look further
+        keep = np.ones(len(q), dtype=bool)
+        todo = np.arange(len(q))
+        for g in (16, _NEAR):  # a narrow look first settles most tokens in binary data
+            if not todo.size:
+                break
+            qt = q[todo]
+            idx = qt[:, None] + np.arange(-g, g + 1)
+            np.clip(idx, 0, n - 1, out=idx)
+            sub = arr[idx]
+            brk = _BREAK_LUT[sub]
+            left = brk[:, g - 1::-1]
+            has_l = left.any(axis=1)
+            col_l = np.where(has_l, g - np.argmax(left, axis=1), 0)
+            right = brk[:, g + 1:]
+            has_r = right.any(axis=1)
+            col_r = np.where(has_r, g + 1 + np.argmax(right, axis=1), 2 * g + 1)
+            cols = np.arange(2 * g + 1)
+            inside = (cols >= col_l[:, None]) & (cols < col_r[:, None])
+            units = np.count_nonzero(self._unit_lut[sub] & inside, axis=1)
+            closed = has_l & has_r & (qt - g >= 0) & (qt + g < n)
+            lb[todo[has_l & (qt - g >= 0)]] = (qt - g + col_l)[has_l & (qt - g >= 0)]
+            keep[todo[closed & (units < self.n_min)]] = False
+            todo = todo[~closed]
+        if not keep.any():
+            return []
+        q, lb = q[keep], lb[keep]
+        reach = TOKEN_MAX_BYTES + self.overlap + _PAD
+        out: list[tuple[int, int]] = []
+        scanned = -reach - 1  # breakers are known up to here
+        far_lb = 0
+        for qi, lbi in zip(q.tolist(), lb.tolist(), strict=True):
+            if lbi < 0:  # no breaker near: the last one before, each byte read once
+                lo_s = max(0, qi - reach) if qi - scanned > reach else scanned
+                seg = np.flatnonzero(_BREAK_LUT[arr[lo_s:qi]])
+                if seg.size:
+                    far_lb = lo_s + int(seg[-1]) + 1
+                elif qi - scanned > reach:
+                    far_lb = lo_s
+                scanned = qi
+                lbi = far_lb
+            w0 = max(lo, lbi, qi + 1 - reach)
+            w1 = min(limit, qi + 1 + 4)
+            if w0 >= w1:
+                continue
+            if out and w0 <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], w1))
+            else:
+                out.append((w0, w1))
+        return out
+
+    def name(self, buf: Any, arr: np.ndarray, windows: list[tuple[int, int]], ends: list[int],
+                      kinds: list[int]) -> tuple[list[tuple[int, int]], list[list[int]]]:
+        """The secrets each window names: the windows' contents (from the window's
+        start to the first breaker after its end; windows whose contents meet are
+        merged) are tested at once for holding a spelling of every skeleton character of
+        a secret (letters and digits, and the characters the tokens in it can spell,
+        as bit masks), then each secret that passes by :meth:`pattern` over the
+        window's :meth:`events` events.
+
+        Returns:
+            the windows (merged) and, for each, the indices of the secrets it names.
+        """
+        n = len(arr)
+        w0 = np.fromiter((w[0] for w in windows), dtype=np.int64, count=len(windows))
+        w1 = np.fromiter((w[1] for w in windows), dtype=np.int64, count=len(windows))
+        cap = np.minimum(w1 + self.overlap, n)
+        g = 256
+        idx = np.minimum(w1[:, None] + np.arange(g), n - 1)
+        brk = _BREAK_LUT[arr[idx]] & (idx < cap[:, None])
+        near = brk.any(axis=1)
+        stop = np.where(near, w1 + np.argmax(brk, axis=1), cap)
+        for k in np.flatnonzero(~near).tolist():  # no breaker close by: look as far as a copy reaches
+            hit = np.flatnonzero(_BREAK_LUT[arr[w1[k]:cap[k]]])
+            stop[k] = w1[k] + int(hit[0]) if hit.size else cap[k]
+        merged_w, merged_e = [], []  # contents that meet are one window
+        for a_, b_, e_ in zip(w0.tolist(), w1.tolist(), stop.tolist(), strict=True):
+            if merged_w and a_ < merged_e[-1]:
+                merged_w[-1] = (merged_w[-1][0], b_)
+                merged_e[-1] = max(merged_e[-1], e_)
+            else:
+                merged_w.append((a_, b_))
+                merged_e.append(e_)
+        m = len(merged_w)
+        c0 = np.fromiter((w[0] for w in merged_w), dtype=np.int64, count=m)
+        c1 = np.asarray(merged_e, dtype=np.int64)
+        sizes = c1 - c0
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        gather = np.repeat(c0 - first, sizes) + np.arange(int(sizes.sum()))
+        words = self._smask.shape[1]
+        wmask = np.zeros((m, words), dtype=np.uint64)
+        wmask[:, 0] = np.bitwise_or.reduceat(self._bit_lut[arr[gather]], first)
+        # the characters the tokens in each window can spell
+        e = np.asarray(ends, dtype=np.int64)
+        kd = np.asarray(kinds, dtype=np.int64)
+        tb = self._tbits[kd]
+        has = tb.any(axis=1)
+        if has.any():
+            k = np.searchsorted(c0, e[has] - 1, side="right") - 1
+            ok = (k >= 0) & (e[has] - 1 < c1[np.maximum(k, 0)])
+            np.bitwise_or.at(wmask, k[ok], tb[has][ok])
+        named: list[list[int]] = [[] for _ in range(m)]
+        need = np.flatnonzero(wmask.any(axis=1))
+        for lo_ in range(0, len(need), 1024):
+            rows = need[lo_:lo_ + 1024]
+            ok = ((self._smask[None, :, :] & ~wmask[rows][:, None, :]) == 0).all(axis=2)
+            for r, col in zip(*np.nonzero(ok), strict=True):
+                named[int(rows[r])].append(self.unique[int(col)])
+        for k, secrets in enumerate(named):
+            if secrets:
+                z = self.events(bytes(buf[c0[k]:c1[k]]))
+                named[k] = [i for i in secrets if self.pattern(i).search(z) is not None]
+        return merged_w, named
+
+    def events(self, content: bytes) -> bytes:
+        """The window's *spelling events* in order, one byte each: a letter or digit
+        outside every encoded construct as itself, lower case (*plain*); one inside a
+        construct, or before a combining mark, upper case or ``0x80 + digit``
+        (*special*); a character an escape or a non-ASCII spelling encodes, folded,
+        as a special at its start (non-ASCII skeleton characters as ``0x90`` on); a
+        breaker as ``0x00``. Between two characters of a copy there are only
+        separators, which hold no plain letter or digit: so a copy is its skeleton
+        with specials skipped (:meth:`pattern`), a superset the windows' secrets are
+        named by."""
+        arr = np.frombuffer(content, dtype=np.uint8)
+        n = len(arr)
+        alnum = ALNUM[arr]
+        covered = np.zeros(n + 1, dtype=np.int32)
+        extra: list[tuple[int, int]] = []  # (position, code) of decoded and non-ASCII events
+        run_end = 0  # a percent or backslash run already read: its later bytes start only suffixes of it
+        for p in np.flatnonzero(_SPECIAL_LUT[arr]).tolist():
+            if p < run_end and arr[p] in (0x25, 0x5C):
+                continue
+            m = _COVER.match(content, p)
+            if m is None:
+                continue
+            covered[p] += 1
+            covered[m.end()] -= 1
+            tok = m.group(0)
+            if tok[:1] in (b"%", b"\\"):
+                run_end = m.end()
+            if tok[:2] == b"&#":
+                x = _ENTITY_DEC.match(tok) or _ENTITY_HEX.match(tok)
+                if x is not None:  # a spelling may read a prefix of the digits ("&#820" holds "&#82")
+                    digits, base_ = x.group(1), 10 if tok[2:3].isdigit() else 16
+                    for k in range(1, len(digits) + 1):
+                        v = int(digits[:k], base_)
+                        self._spelled(chr(v) if v <= 0x10FFFF else "", p, extra)
+            elif tok[:1] == b"%":  # each character the run encodes, at its own %
+                raw = bytes.fromhex(tok.replace(b"%", b"").decode())
+                j = 0
+                while j < len(raw):
+                    size = 1 if raw[j] < 0xC0 else 2 if raw[j] < 0xE0 else 3 if raw[j] < 0xF0 else 4
+                    try:  # a well-formed UTF-8 sequence is one character ...
+                        ch = raw[j:j + size].decode("utf-8")
+                    except UnicodeDecodeError:  # ... a stray byte is none, and the next % is its own
+                        size, ch = 1, raw[j:j + 1].decode("utf-8", "ignore")
+                    self._spelled(ch, p + 3 * j, extra)
+                    j += size
+        decoded: list[tuple[int, int, str]] = []  # (start, end, character) of escapes and UTF-8
+        for m in _JSON_PAIR.finditer(content):
+            h, lo_ = int(m.group(1), 16), int(m.group(2), 16)
+            decoded.append((m.start(), m.end(), chr(0x10000 + ((h - 0xD800) << 10) + (lo_ - 0xDC00))))
+        for m in _JSON_U.finditer(content):
+            v = int(m.group(1), 16)
+            if not 0xD800 <= v <= 0xDFFF:
+                decoded.append((m.start(), m.end(), chr(v)))
+        for m in _UTF8.finditer(content):
+            decoded.append((m.start(), m.end(), m.group(0).decode("utf-8", "ignore")))
+        decoded.sort()
+        spelt: dict[int, str] = {}  # end -> what the character, with the marks before it, spells
+        for s, e, chars in decoded:
+            if self._nonascii and chars and unicodedata.combining(chars[0]):
+                chars = self._base(content, s, spelt) + chars  # a decomposed spelling
+                chars = unicodedata.normalize("NFC", chars)
+            spelt[e] = chars
+            self._spelled(chars, s, extra)
+        inside = np.cumsum(covered[:n]) > 0
+        if self._nonascii:  # a letter before a combining mark may be part of a spelling
+            nxt = np.zeros(n, dtype=bool)
+            nxt[:-1] = (arr[1:] >= 0x80) | (arr[1:] == 0x5C)
+            inside |= nxt
+        code = np.zeros(n, dtype=np.uint8)
+        low = LOWER_LUT[arr]
+        code[alnum] = low[alnum]
+        spec = alnum & inside
+        code[spec] = _SPECIAL_CODE[low[spec]]
+        code[_BREAK_LUT[arr]] = 0
+        pos = np.flatnonzero(alnum | _BREAK_LUT[arr])
+        codes = code[pos]
+        if extra:
+            xp = np.fromiter((e[0] for e in extra), dtype=np.int64, count=len(extra))
+            xc = np.fromiter((e[1] for e in extra), dtype=np.uint8, count=len(extra))
+            pos = np.concatenate([pos, xp])
+            codes = np.concatenate([codes, xc])
+            codes = codes[np.argsort(pos, kind="stable")]
+        return codes.tobytes()
+
+    @staticmethod
+    def _base(content: bytes, at: int, spelt: dict[int, str]) -> str:
+        """What a combining mark at ``at`` composes with: the character (with its own
+        marks) decoded just before it, or the ASCII letter there, across the backslash
+        run of an escaped mark (``e\\\\u0301``, ``и\\u0306``, ``e`` + two marks)."""
+        k = at
+        while k > 0 and content[k - 1] == 0x5C:
+            k -= 1
+        if k in spelt:
+            return spelt[k]
+        if k > 0 and (65 <= content[k - 1] <= 90 or 97 <= content[k - 1] <= 122):
+            return chr(content[k - 1])
+        return ""
+
+    def _spelled(self, chars: str, at: int, out: list[tuple[int, int]]) -> None:
+        """Special events (:meth:`events`) for the characters ``chars`` encodes at ``at``:
+        each folded, and the skeleton characters of the secrets it spells; then, for a
+        base with its marks, the whole folded (``H`` + U+0331 folds to ``ẖ``, which no
+        character of it does alone). Every event is special, so one too many never
+        hides a copy."""
+        if not chars:
+            return
+        spelt = ""
+        for ch in chars:
+            folded = alnum_fold(ch)  # in order: "ß" spells "ss"
+            spelt += folded + (self._rev[ch] if ch in self._rev and self._rev[ch] not in folded else "")
+        if len(chars) > 1:
+            spelt += alnum_fold(chars)
+        for c in spelt:
+            if c.isascii():
+                out.append((at, _SPECIAL_CODE[ord(c)]))
+            elif c in self._zcode:
+                out.append((at, self._zcode[c]))
+
+    def pattern(self, i: int) -> Any:
+        """Secret ``i``'s skeleton over :meth:`events`'s events: each character plain or
+        special, any specials between (an RE2 pattern, compiled once in microseconds)."""
+        if i not in self._zpat:
+            units = []
+            for c in self.skeletons[i]:
+                if c.isascii():
+                    units.append(b"[" + re.escape(c.encode()) + b"\\x%02x]" % _SPECIAL_CODE[ord(c)])
+                else:
+                    units.append(b"\\x%02x" % self._zcode[c])
+            options = re2.Options()
+            options.encoding = re2.Options.Encoding.LATIN1
+            options.never_capture = True
+            self._zpat[i] = re2.compile(b"[\\x41-\\x5a\\x80-\\xfe]*".join(units), options)
+        return self._zpat[i]
+

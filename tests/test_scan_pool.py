@@ -1,0 +1,124 @@
+"""Files read in worker processes (memkit/residue/pool.py) write the report one process
+writes: the same hits, notes, coverage and unchecked reasons in the same order, for a
+directory of every kind of entry (links, hard links, a FIFO, SQLite with its journal,
+containers under a decompression budget) and a large file read in pieces whose
+boundaries cut copies, including copies of one secret that overlap across a boundary.
+Counts are checked against ``bytes.count`` of the planted text."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memkit.residue import pool as scan_pool
+from memkit.residue.chroma import ResidueReport
+from memkit.residue.containers import Limits
+from memkit.residue.files import SIDE, Scanner
+from memkit.scan.matching import matcher
+from memkit.scan.multi import MultiMatcher
+
+SECRETS = ["XQ7-VIOLET-3829", "1212-1212"]
+PIECE = 1 << 16
+
+
+def tree(root: Path) -> Path:
+    rng = random.Random(5)
+    d = root / "d"
+    d.mkdir()
+    (d / "a.txt").write_text("call XQ7-VIOLET-3829 now, or x q 7 violet 3829 later\n")
+    (d / "b.json").write_text('{"m": "pw XQ7-VI\\u004fLET-3829", "n": ["1212 1212"]}')
+    os.link(d / "a.txt", d / "c-hardlink.txt")
+    (d / "e-link.txt").symlink_to(d / "a.txt")
+    os.mkfifo(d / "f.fifo")
+    con = sqlite3.connect(d / "g.db")
+    con.execute("CREATE TABLE t (x TEXT)")
+    con.executemany("INSERT INTO t VALUES (?)", [("row XQ7-VIOLET-3829",), ("nothing",), ("1212-1212",)])
+    con.commit()
+    con.close()
+    (d / "g.db-wal").write_bytes(b"\x00" * 40 + "XQ7-VIOLET-3829".encode("utf-16-le"))
+    for k in range(3):  # 3 members of 60 KiB: the third passes a 150 KiB budget
+        (d / f"h{k}.gz").write_bytes(gzip.compress(rng.randbytes(60_000) + b"XQ7-VIOLET-3829\n"))
+    # a large file: copies at the piece boundaries, overlapping copies of one secret across them
+    big = bytearray(rng.randbytes(40 * PIECE))
+    for k in range(1, 40):
+        at = k * PIECE
+        cut = ["XQ7-VIOLET-3829", "121212121212", "1212-1212-1212-1212", "x q 7 violet 3829",
+               "XQ7-VIOLET-3829XQ7-VIOLET-3829"][k % 5].encode(["utf-8", "utf-16-le", "utf-32-be"][k % 3])
+        off = at - (k % len(cut)) - 1
+        big[off:off + len(cut)] = cut
+    (d / "z-big.bin").write_bytes(bytes(big))
+    return d
+
+
+def read(d: Path, m, limits: Limits, pooled: bool, monkeypatch) -> ResidueReport:
+    scan_pool.release()
+    monkeypatch.setattr(scan_pool, "PIECE_BYTES", PIECE)
+    monkeypatch.setattr(scan_pool, "_INLINE_BYTES", 0 if pooled else 1 << 60)
+    monkeypatch.setattr(scan_pool, "workers", lambda: 2 if pooled else 1)
+    report = ResidueReport(target="t")
+    try:
+        Scanner(report, m, limits).path(d, SIDE)
+    finally:
+        scan_pool.release()
+    return report
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_worker_processes_write_the_report_one_process_writes(tmp_path, monkeypatch, many):
+    d = tree(tmp_path)
+    m = MultiMatcher(SECRETS) if many else matcher(SECRETS[0])
+    limits = Limits(max_total_bytes=150_000)
+    one = read(d, m, limits, False, monkeypatch)
+    pooled = read(d, m, limits, True, monkeypatch)
+    assert pooled.to_dict() == one.to_dict()
+    body = one.to_dict()
+    assert body["unchecked"]["side_file"] == [f"{d}/f.fifo: not a regular file (FIFO, socket or device): not opened"] + [
+        r for r in body["unchecked"]["side_file"] if "limit reached" in r]
+    assert any("max_total_bytes" in r for r in body["unchecked"]["side_file"])
+    assert {r["path"]: r.get("same_as") for r in body["coverage"]}[f"{d}/c-hardlink.txt"] == f"{d}/a.txt"
+    assert f"{d}/g.db-wal" in {r["path"] for r in body["coverage"]}
+    # the large file's copies, against bytes.count of what was planted
+    data = (d / "z-big.bin").read_bytes()
+    hits = [h for hits in one.surfaces.values() for h in hits if "z-big.bin@" in h.location]
+    verbatim = data.count(b"XQ7-VIOLET-3829")
+    assert sum(1 for h in hits if h.secret_index in (0, None) and "[" not in h.location) >= verbatim
+    assert sum(1 for h in hits if "[utf-16-le]" in h.location) >= 1
+    assert sum(1 for h in hits if "[utf-32-be]" in h.location) >= 1
+
+
+def test_pieces_join_to_the_chains_of_the_whole_file():
+    """Pieces cut everywhere in text full of overlapping copies: the joined copies are
+    those one pass over the whole buffer finds (the engine's chains)."""
+    from memkit.scan.engine import ScanEngine
+
+    rng = random.Random(9)
+    engine = ScanEngine(SECRETS)
+    text = "".join(rng.choice(["1212", "-", "1212-1212", " ", "XQ7-VIOLET-3829", "xq7", "violet3829", "12"])
+                   for _ in range(3000)).encode()
+    whole = sorted((s, e, k, i) for i, spans in engine.scan_bytes(text).items() for s, e, k in spans)
+    m = MultiMatcher(SECRETS)
+    for step in (7, 13, 64, 1000):
+        pieces = []
+        for lo in range(0, len(text), step):
+            st = m.engine.scan_part(text, lo, min(len(text), lo + step))
+            pieces.append(scan_pool._Piece(lo, min(len(text), lo + step), {
+                i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
+                for i in set(st.found) | set(st.exact)}, []))
+        assert scan_pool._join(m.engine, text, pieces) == whole, step
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_buffer_read_in_blocks_has_the_copies_of_one_pass(tmp_path, monkeypatch, many):
+    """raw_copies reads a large buffer in cache-sized blocks (engine and wide readings
+    block by block): the same UTF-8 and wide copies as one pass of each."""
+    big = (tree(tmp_path) / "z-big.bin").read_bytes()
+    m = MultiMatcher(SECRETS) if many else matcher(SECRETS[0])
+    one = scan_pool.raw_copies(m, big)
+    monkeypatch.setattr(scan_pool, "BLOCK_BYTES", 3 * 4096 + 7)
+    assert scan_pool.raw_copies(m, big) == one
+    assert one[0] and one[1]
