@@ -185,3 +185,18 @@ def test_destroyed_key_file_is_zeroed_before_unlink(tmp_path) -> None:
         ks.open("u", token, "a")
     mem = KeyStore()
     assert mem.open("v", mem.seal("v", "x", "b"), "b") == "x"
+
+
+def test_a_target_whose_store_keeps_no_keys_reports_crypto_shred_na(tmp_path) -> None:
+    from evaluators.targets.agent import AgentTarget
+    from evaluators.targets.base import NotApplicable
+
+    store = TieredMemoryStore(tmp_path / "store")
+    target = AgentTarget(lambda text, user_id: "", feed=lambda turns, session_id, date, user_id: None,
+                         store=store, forget_mode="crypto_shred")
+    with pytest.raises(NotApplicable, match="crypto_shred needs a store that encrypts at rest"):
+        target.forget_secret(CANARY, NS)
+    with pytest.raises(NotApplicable, match="crypto_shred needs"):
+        target.forget_user(NS)
+    target.close()
+    store.close()
