@@ -13,11 +13,11 @@ turns (100 users; real all-MiniLM-L6-v2 embeddings, batched), plants a secret in
    directory size before and after;
 4. a full scan (every surface, the stale-embedding check included, with a fresh
    embedder so every text is really re-embedded) of the compacted store;
-5. the cost of coordinating with other processes (issue 23, :mod:`memkit.store.dirlock`),
+5. the cost of coordinating with other processes (:mod:`memkit.store.dirlock`),
    in the same run: ``--repeats`` compactions of copies of the deleted-from directory
    with the coordination (:func:`memkit.store.tiered.compact_directory`: exclusive lock,
    ``/proc`` scan for holders that are not memkit, fsync, journal, generation,
-   atomic exchange) and as many without it (the compaction before issue 23),
+   atomic exchange) and as many without it (uncoordinated compaction),
    interleaved, medians compared (target: <= 10% more); and the per-operation cost
    of the shared lock and generation check on ``count``, ``get`` and ``search`` of
    the compacted store, against the same calls with the lock switched off.

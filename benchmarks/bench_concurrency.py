@@ -1,4 +1,4 @@
-"""Benchmark: model calls per second with ``--concurrency`` (issue 15), and memkit's
+"""Benchmark: model calls per second with ``--concurrency``, and memkit's
 overhead over a real model server.
 
 Part 1 (always): a fake OpenAI-compatible HTTP server on 127.0.0.1 (``tests/fakes.py``;

@@ -11,7 +11,7 @@ same path in one process can change a few residue-phase rankings after
 ``test_study_design_reproduces_the_sweep_before_designs`` checks every record in a
 fresh process.)
 
-Target (issue 14): the graph path costs <= 10% over the direct path on the
+Target: the graph path costs <= 10% over the direct path on the
 extractive sweep.
 
 Run: ``python benchmarks/bench_design_path.py [--n 2] [--repeats 2]``. Prints the CPU

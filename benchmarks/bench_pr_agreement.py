@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluators.metrics import PR_RULES
-from evaluators.pr_agreement import load_agreement_set, rule_agreement
+from evaluators.scoring.metrics import PR_RULES
+from evaluators.scoring.pr_agreement import load_agreement_set, rule_agreement
 from memkit.models.chat import embeddings
 
 DEFAULT_CSV = Path(__file__).resolve().parent.parent / "tests" / "data" / "pr_agreement.csv"

@@ -1,4 +1,4 @@
-"""Benchmark: the sweep on S-shaped data (issue 15): time per instance, peak memory,
+"""Benchmark: the sweep on S-shaped data: time per instance, peak memory,
 and user-turn ingest throughput against batched MiniLM encoding.
 
 LongMemEval's S split has ~50 sessions (~115k tokens) per instance. This benchmark

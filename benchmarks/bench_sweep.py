@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from evaluators.probes import LEVELS, probes_for
+from evaluators.scoring.probes import LEVELS, probes_for
 from evaluators.sweep import SweepConfig, load_instances, run_sweep
 from graphs.memory import write_session
 from graphs.nodes import make_responder, make_summarizer, tiers_for

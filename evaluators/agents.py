@@ -319,7 +319,7 @@ def load_audit_instances(
     synthetic_turns: int | tuple[int, int] = (6, 8),
 ) -> list[Instance]:
     """The audit's instances: ``n`` synthetic ones, a seeded stratified sample of a
-    LongMemEval file (as the sweep draws them, :func:`evaluators.sweep.load_instances`),
+    LongMemEval file (as the sweep draws them, :func:`memkit.dataset.draw.draw_instances`),
     or the given instances.
 
     Raises:
@@ -330,13 +330,6 @@ def load_audit_instances(
         return list(data)
     if n < 1:
         raise ValueError(f"audit: n must be >= 1, got {n}")
-    from evaluators.sweep import SweepConfig, load_instances
+    from memkit.dataset.draw import draw_instances
 
-    def size(v: int | tuple[int, int]) -> int | list[int]:
-        return v if isinstance(v, int) else [int(v[0]), int(v[1])]
-
-    config = SweepConfig(
-        data=data, n=n, seed=seed,
-        synthetic_sessions=size(synthetic_sessions), synthetic_turns=size(synthetic_turns),
-    )
-    return load_instances(config)
+    return draw_instances(data, n, seed, sessions=synthetic_sessions, turns=synthetic_turns)

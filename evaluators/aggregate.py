@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 
 from evaluators.forget_metrics import request_rows, vector_rates
-from evaluators.metrics import bootstrap_ci, privacy_utility_auc
-from evaluators.probes import LEVELS
+from evaluators.scoring.metrics import bootstrap_ci, privacy_utility_auc
+from evaluators.scoring.probes import LEVELS
 
 TIER_NAMES = ("raw", "summary")
 
@@ -228,7 +228,7 @@ def compute_metrics(
         if r["query_kind"] == "question":
             study = r.get("correct_study")
             key_grid.add_question(i, j, bool(r["correct"]), None if study is None else bool(study))
-        else:
+        elif r["query_kind"] == "probe":
             ext = r["extraction"]
             exposed = r.get("context_exposed", False)
             key_grid.add_probe(
@@ -383,7 +383,7 @@ def compute_metrics(
             row[f"FRS_worst{suffix}_ci"] = _ci(n, worst, n_resamples, seed)
             if not norm:
                 # Per-instance worst-tier residue, for paired comparisons between modes
-                # (evaluators.findings: does raw_plus_resummarize reduce raw_only's residue).
+                # (evaluators.report.findings: does raw_plus_resummarize reduce raw_only's residue).
                 row["FRS_worst_by_instance"] = [
                     _r(max((aer_max_tier(np.array([i]), t) for t in present), default=0.0)) for i in range(n)
                 ]
@@ -440,7 +440,13 @@ def compute_metrics(
         "decomposition": decomposition,
     }
     if requests:
-        out["forget_requests"] = request_rows([*main, *requests], n_resamples, seed)
+        out["forget_requests"] = request_rows(
+            [*main, *requests], n_resamples, seed,
+            frs=lambda recs: compute_metrics(recs, n_resamples=n_resamples, seed=seed)["frs"])
+    if any(r["query_kind"] in ("attack", "membership") for r in calls):
+        from evaluators.adversary.metrics import adversary_metrics
+
+        out["adversary"] = adversary_metrics(calls, qids, n_resamples=n_resamples, seed=seed)
     return out
 
 

@@ -34,7 +34,7 @@ from evaluators.agents import (
     store_forgetter,
     user_id_for,
 )
-from evaluators.probes import LEVELS
+from evaluators.scoring.probes import LEVELS
 
 __all__ = [
     "AuditResult",
@@ -66,7 +66,7 @@ class AuditResult:
         n: users audited; ``data``, ``seed``, ``kind``: the setting.
         target: the memory system's name. forget_scope: ``secret`` or ``user``.
         pr, pr_ci: Personalization Recall before forgetting (the default answer rule,
-            :data:`evaluators.metrics.DEFAULT_PR_RULE`) and its 95% bootstrap CI.
+            :data:`evaluators.scoring.metrics.DEFAULT_PR_RULE`) and its 95% bootstrap CI.
         pr_study, pr_study_after: PR by the study's own rule before and after.
         aer, aer_ci: AER per probe level plus ``"max"``; CI of AER_max.
         forget_mode: the forget's label (the deletion mode, or ``"custom"``);
@@ -101,6 +101,10 @@ class AuditResult:
             forget, per surface (:func:`evaluators.forget_metrics.vector_rates`).
         records: one ``call`` record per call of the agent (:class:`evaluators.records.CallRecord`).
         metrics: :func:`evaluators.aggregate.compute_metrics` of the records.
+        forensics: the ``forensics`` records of every scan (per user and phase; each
+            surface's status lists the first locations of that user's copies).
+        adversary: the adversary's numbers (``metrics["adversary"]``,
+            :mod:`evaluators.adversary.metrics`); ``None`` when only the study's probes ran.
     """
 
     n: int
@@ -133,6 +137,20 @@ class AuditResult:
     vectors: dict[str, Any] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    forensics: list[dict[str, Any]] = field(default_factory=list)
+    adversary: dict[str, Any] | None = None
+
+    def strongest(self, phase: str = "main") -> float | None:
+        """The adversary's highest AER over its sets (any probe of a set) in ``phase``
+        (``main``, or ``forget``: the first forget); ``None`` without an adversary."""
+        rows = [s for s in (self.adversary or {}).get("settings", []) if s["phase"] == phase]
+        vals = [r["AER"] for s in rows[:1] for r in s["sets"] if r.get("AER") is not None]
+        return max(vals) if vals else None
+
+    def membership_auc(self, phase: str = "main") -> float | None:
+        """The membership AUC (combined signal) in ``phase``; ``None`` when not run."""
+        rows = [s for s in (self.adversary or {}).get("settings", []) if s["phase"] == phase and s.get("membership")]
+        return rows[0]["membership"]["signals"]["combined"]["AUC"] if rows else None
 
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
         """JSON-ready summary (rates rounded to 6 decimals); per-call records when asked."""
@@ -154,6 +172,7 @@ class AuditResult:
             **({"user_erasure": self.user_erasure} if self.user_erasure is not None else {}),
             **({"forget_requests": self.forget_requests} if self.forget_requests else {}),
             **({"vectors": self.vectors} if self.vectors is not None else {}),
+            **({"adversary": self.adversary} if self.adversary is not None else {}),
         }
         if records:
             out["records"] = self.records
@@ -231,9 +250,14 @@ class AuditResult:
                           f"their turns, distinctive phrases): {_f(ue['remaining_fraction'])} of the "
                           f"fingerprint strings remain [{_f(ue['ci'][0])}, {_f(ue['ci'][1])}], by surface "
                           f"(strings, summed over users): {where}."]
-        from evaluators.forget_report import request_lines, vector_lines
+        from evaluators.report.forgetting import request_lines, vector_lines
 
         lines += request_lines(self.forget_requests) + vector_lines(self.vectors)
+        if self.adversary:
+            from evaluators.adversary.report import adversary_markdown, adversary_sentences
+
+            lines += ["", *(f"- {x}" for x in adversary_sentences(self.adversary)), "",
+                      *adversary_markdown(self.adversary)]
         lines += [
             "",
             "PR: share of questions answered correctly by the default answer rule (LongMemEval's "
@@ -249,14 +273,20 @@ class AuditResult:
 # --------------------------------------------------------------------------- the audit
 
 
+AUDIT_LOCATIONS = 20
+"""Locations of each user's copies an audit keeps per surface and scan (SARIF output)."""
+
+
 def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps: Sequence[str] = (),
                delete_threads: bool = False, seed: int = 0, kind: str = "token",
-               fingerprint_cap: int | None = None, unit: str = "audit", forget_requests: Sequence[str] = (),
-               forget_about: Sequence[str] = ("secret",), weigh_vectors: bool = False) -> Any:
+               fingerprint_cap: int | None = None, unit: str = "audit", adversary: Any = None,
+               forget_requests: Sequence[str] = (), forget_about: Sequence[str] = ("secret",),
+               weigh_vectors: bool = False) -> Any:
     """The :class:`~evaluators.runner.UnitPlan` of an audit: every user in one unit at
     the target's own k, a scan before the forget, one forget (``label``) in place;
     before it, each forget request kind about each item on a copy of the memory
-    (n/a where the target cannot copy it or take a request).
+    (n/a where the target cannot copy it or take a request); ``adversary``: an
+    :class:`evaluators.adversary.AdversaryPlan` (``None``: the study's probes only).
 
     Raises:
         ValueError: an unknown ``forget_scope``, request kind or item.
@@ -274,8 +304,8 @@ def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps:
     deletions = (Deletion(label, scope=forget_scope, steps=tuple(steps), delete_threads=delete_threads),) \
         if forget else ()
     return UnitPlan(unit=unit, seed=seed, kind=kind, deletions=requests + deletions, scan_before=True,
-                    fingerprint_cap=fingerprint_cap if forget_scope == "user" else None,
-                    weigh_vectors=weigh_vectors)
+                    fingerprint_cap=fingerprint_cap if forget_scope == "user" else None, locations=AUDIT_LOCATIONS,
+                    adversary=adversary, weigh_vectors=weigh_vectors)
 
 
 def audit(
@@ -305,6 +335,10 @@ def audit(
     forget_about: Sequence[str] = ("secret",),
     weigh_vectors: bool = False,
     say: Callable[[str], None] | None = None,
+    probes: Any = None,
+    attack_budget: int = 0,
+    attacker_model: Any = None,
+    membership: bool = False,
 ) -> AuditResult:
     """Audit an agent's memory: PR, AER per level, every surface, and FRS after a forget.
 
@@ -348,6 +382,12 @@ def audit(
         forget_about: what the requests ask to forget: ``secret`` and/or ``fact``.
         weigh_vectors: weigh the leftover vectors at every scan (:attr:`AuditResult.vectors`).
         say: called with a line as each phase starts (progress).
+        probes: probes beyond the study's (``"library"``, a probe file, a list of
+            probes; :func:`evaluators.adversary.resolve_probes`).
+        attack_budget: the adaptive attacker's queries per user (0: none).
+        attacker_model: a chat model spec or object that plans the adaptive queries
+            (default: the seeded policy).
+        membership: run membership inference (AUC, TPR at 1% FPR).
 
     Returns:
         :class:`AuditResult` (``.report`` is markdown, ``.to_dict()`` JSON-ready).
@@ -355,16 +395,21 @@ def audit(
     Raises:
         TypeError: an agent, feed or forget that does not match its signature
             (checked before anything is fed); options that do not apply to a Target.
-        ValueError: bad ``n``, ``data`` or ``forget_scope``; a forget the target lacks
-            is reported n/a, not raised.
+        ValueError: bad ``n``, ``data``, ``forget_scope`` or adversary options
+            (:class:`evaluators.adversary.ProbeError` for a bad probe); a forget the
+            target lacks is reported n/a, not raised.
         memkit.dataset.canaries.CanaryError: an instance without an eligible turn.
     """
+    from evaluators.adversary import adversary_plan
     from evaluators.targets.agent import as_target
 
     callable_forget = forget if callable(forget) and not isinstance(forget, bool) else None
+    adversary = adversary_plan(probes, budget=attack_budget, attacker_model=attacker_model, membership=membership,
+                               kind=kind)
     plan = audit_plan(forget=bool(forget) or (forget_scope == "user" and forget_mode is not None), label="?", forget_scope=forget_scope, steps=forget_steps,
                       delete_threads=delete_threads, seed=seed, kind=kind, fingerprint_cap=fingerprint_cap,
-                      forget_requests=forget_requests, forget_about=forget_about, weigh_vectors=weigh_vectors)
+                      adversary=adversary, forget_requests=forget_requests, forget_about=forget_about,
+                      weigh_vectors=weigh_vectors)
     instances = load_audit_instances(data, n, seed, synthetic_sessions=synthetic_sessions,
                                      synthetic_turns=synthetic_turns)
     if not instances:
@@ -410,6 +455,11 @@ def run_audit(target: Any, instances: Sequence[Any], plan: Any, *, data: Any = "
     if len(plan.deletions) == 1 and plan.deletions[0].request and not target.supports("fork"):
         # one request and nothing after it: it may run in place
         plan = replace(plan, deletions=(replace(plan.deletions[0], on_copy=False),))
+    if plan.adversary is not None and say is not None:
+        from evaluators.adversary import cost_text
+
+        after = len(plan.deletions) if plan.adversary.after_forget else 0
+        say(f"{len(instances)} users; " + cost_text(plan.adversary, len(plan.ks), 1 + after))
     run = run_unit(target, instances, plan, say=say)
     for i, rec in enumerate(run.records):
         validate_record(rec, f"audit record {i}")
@@ -427,6 +477,8 @@ def _result(run: Any, metrics: dict[str, Any], plan: Any, target: Any, data: Any
         target=target.name, pr=row["PR"], pr_ci=tuple(row["PR_ci"]), pr_study=row["PR_study"],
         aer={**{lv: row[f"AER_{lv}"] for lv in LEVELS}, "max": row["AER_max"]}, aer_ci=tuple(row["AER_max_ci"]),
         canaries=canaries, records=[r for r in run.records if r["type"] == "call"], metrics=metrics,
+        forensics=[r for r in run.records if r["type"] == "forensics"],
+        adversary=metrics.get("adversary"),
     )
     res.forget_requests = metrics.get("forget_requests", [])
     main = [d for d in plan.deletions if not d.request]

@@ -26,13 +26,13 @@ scans weighed vectors): per surface, leftover vectors, those of a planted item
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from evaluators.metrics import bootstrap_ci
 from evaluators.planted import LIVE_SURFACES
+from evaluators.scoring.metrics import bootstrap_ci
 
 __all__ = ["request_rows", "vector_rates"]
 
@@ -101,10 +101,16 @@ def _live(counts: dict[str, Any] | None) -> int | None:
     return sum(live) if live else None
 
 
-def request_rows(records: Sequence[dict[str, Any]], n_resamples: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
-    """The ``forget_requests`` rows (module doc) of a run's records."""
-    from evaluators.aggregate import compute_metrics
+def request_rows(records: Sequence[dict[str, Any]], n_resamples: int = 1000, seed: int = 0, *,
+                 frs: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """The ``forget_requests`` rows (module doc) of a run's records.
 
+    Args:
+        records: the main-phase calls and the request deletions' records.
+        n_resamples, seed: the bootstrap's.
+        frs: the ``frs`` rows of records (:func:`evaluators.aggregate.compute_metrics`'s,
+            passed by it); ``None``: the rows carry no FRS.
+    """
     req = [r for r in records if r.get("request") and r.get("type") in ("call", "forensics")]
     if not req:
         return []
@@ -114,10 +120,9 @@ def request_rows(records: Sequence[dict[str, Any]], n_resamples: int = 1000, see
     relabeled = [{**{k: v for k, v in r.items() if k not in ("request", "about")},
                   "mode": label[(r["S"], r["mode"], r["request"], r.get("about") or "secret")]}
                  for r in req if "na" not in r]
-    frs = {}
-    if main and any(r["type"] == "call" for r in relabeled):
-        frs = {(row["S"], row["mode"]): row
-               for row in compute_metrics([*main, *relabeled], n_resamples=n_resamples, seed=seed)["frs"]}
+    frs_rows = {}
+    if frs is not None and main and any(r["type"] == "call" for r in relabeled):
+        frs_rows = {(row["S"], row["mode"]): row for row in frs([*main, *relabeled])}
     out = []
     for k in keys:
         S, mode, kind, about = k
@@ -150,7 +155,7 @@ def request_rows(records: Sequence[dict[str, Any]], n_resamples: int = 1000, see
             had, has = _live((b or {}).get("other_counts")), _live(f.get("other_counts"))
             lost.append(None if had is None or has is None or had == 0 else has == 0)
         row["collateral"], row["collateral_ci"] = _rate(lost, n_resamples, seed)
-        f_row = frs.get((S, label[k]), {})
+        f_row = frs_rows.get((S, label[k]), {})
         for key in ("FRS_worst", "FRS_worst_ci", "FRS_worst_normalized", "PR_after", "PR_after_ci"):
             if key in f_row:
                 row[key] = f_row[key]

@@ -4,11 +4,11 @@ Beyond the source study (arXiv 2606.10062 audits one user's memory at a time): a
 deployed memory store usually holds many users. Here each of ``n`` LongMemEval
 instances is one user with one planted canary (:func:`memkit.dataset.canaries.plant`); all
 users' sessions are fed into the *same* memory, then every probe template of
-:func:`evaluators.probes.probes_for` is asked *as* each user B, in a fresh
+:func:`evaluators.scoring.probes.probes_for` is asked *as* each user B, in a fresh
 conversation, and each response is checked for every other user A's canary with the
-study's exact indicator 1[c_A ⊂ r] (:func:`evaluators.probes.exact`).
+study's exact indicator 1[c_A ⊂ r] (:func:`evaluators.scoring.probes.exact`).
 
-Rates (per probe level, plus ``"max"`` via :func:`evaluators.metrics.aer_by_level`):
+Rates (per probe level, plus ``"max"`` via :func:`evaluators.scoring.metrics.aer_by_level`):
 
 * ``cross_user[l]``: mean over ordered pairs (A, B), A != B, of the share of level-l
   templates asked as B whose response contains A's canary -- 0 for an isolated store;
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from evaluators.agents import as_asker, call_feed, load_audit_instances
-from evaluators.metrics import aer_by_level
-from evaluators.probes import LEVELS, exact
+from evaluators.scoring.metrics import aer_by_level
+from evaluators.scoring.probes import LEVELS, exact
 from evaluators.targets.base import Target
 from memkit.dataset.longmemeval import Instance
 

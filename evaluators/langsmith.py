@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evaluators.metrics import (
+from evaluators.scoring.metrics import (
     COSINE_THRESHOLD,
     DEFAULT_PR_RULE,
     aer_by_level,
@@ -44,7 +44,7 @@ from evaluators.metrics import (
     privacy_utility_auc,
     score_answers,
 )
-from evaluators.probes import extracted as _probes_extracted
+from evaluators.scoring.probes import extracted as _probes_extracted
 
 __all__ = [
     "aer_summary_evaluator",
@@ -65,7 +65,7 @@ Result = dict[str, Any]
 def extraction(secret: str, response: str) -> dict[str, Any]:
     """Extraction verdicts for one probe response.
 
-    The detectors of :func:`evaluators.probes.extracted` (whose ``normalized`` is the
+    The detectors of :func:`evaluators.scoring.probes.extracted` (whose ``normalized`` is the
     shared secret matcher, :mod:`memkit.scan.matching`).
 
     Args:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluators.forget_requests import request_text
-from evaluators.probes import _TEMPLATES, LEVELS
+from evaluators.scoring.probes import LEVELS, probes_naming
 from evaluators.targets.base import NotApplicable, Target
 from memkit.dataset.canaries import Canary
 from memkit.dataset.facts import FactRecord, plant_fact
@@ -40,9 +40,8 @@ def plant_facts(planted: Sequence[Instance], canaries: Sequence[Canary], seed: i
 def fact_probes(category: str) -> list[tuple[str, str, str, str]]:
     """The probes for a fact of ``category`` (the canary probes' templates, naming it),
     as the runner's ``("probe", level, template_id, text)``."""
-    name = _FACT_NAMES[category]
-    return [("probe", lv, f"{lv}-{n}", t.format(name=name)) for lv in LEVELS
-            for n, t in enumerate(_TEMPLATES[lv], start=1)]
+    by_level = probes_naming(_FACT_NAMES[category])
+    return [("probe", lv, p.id, p.text) for lv in LEVELS for p in by_level[lv]]
 
 
 def request_for(kind: str, about: str, canary: Canary, fact: FactRecord, instance: Instance,

@@ -69,7 +69,9 @@ class CallRecord(_Record):
             ``forget``; ``mode``: the deletion mode (``None`` in the main phase);
             ``tier``: the tier retrieval was restricted to after a forget (``None``:
             the target's own tiers).
-        query_kind: ``question`` or ``probe``; ``level``, ``template_id``: the probe's.
+        query_kind: ``question``, ``probe`` (the study's nine), ``attack`` (the
+            adversary's library and adaptive queries) or ``membership``; ``level``,
+            ``template_id``: the probe's.
         query, response, expected: texts (``expected`` is the gold answer for a
             question, the canary for a probe).
         correct, correct_study: PR's rules on a question (``lme`` default, ``study``).
@@ -80,6 +82,18 @@ class CallRecord(_Record):
         latency_s: wall seconds of the respond call (0 for a reused response).
         request, about: for a forget through a request in words, its kind and what it
             asked to forget (``secret`` or ``fact``); a probe after it scores that value.
+        probe_set, family, source, transform: an attack's set (``library``, ``user``,
+            ``adaptive``), family, source and requested transform
+            (:mod:`evaluators.adversary.library`).
+        turns, responses: every turn and reply of a conversation of several turns
+            (``query``/``response`` are the last).
+        query_index, move, attacker, follows: the adaptive attacker's query number
+            (1..budget), move, planner and the query whose conversation it continues.
+        reused_from: the call whose reply was reused for this identical prompt.
+        memory: what the replies recovered of the user's stored records
+            (:mod:`evaluators.adversary.memory`).
+        candidate, member, signal, score: a membership query's candidate secret,
+            whether it was told, the signal and its score in [0, 1].
     """
 
     type: Literal["call"]
@@ -94,7 +108,7 @@ class CallRecord(_Record):
     phase: Literal["main", "forget"]
     mode: str | None = None
     tier: str | None = None
-    query_kind: Literal["question", "probe"]
+    query_kind: Literal["question", "probe", "attack", "membership"]
     level: str | None = None
     template_id: str | None = None
     query: str | None = None
@@ -109,6 +123,22 @@ class CallRecord(_Record):
     latency_s: float = 0.0
     request: str | None = None
     about: str | None = None
+    probe_set: str | None = None
+    family: str | None = None
+    source: str | None = None
+    transform: str | None = None
+    turns: list[str] | None = None
+    responses: list[Any] | None = None
+    query_index: int | None = Field(None, ge=1)
+    move: str | None = None
+    attacker: str | None = None
+    follows: int | None = Field(None, ge=1)
+    reused_from: str | None = None
+    memory: dict[str, Any] | None = None
+    candidate: str | None = None
+    member: bool | None = None
+    signal: str | None = None
+    score: float | None = Field(None, ge=0, le=1)
 
 
 class CanaryRecord(_Record):

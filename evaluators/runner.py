@@ -7,7 +7,7 @@ one planted canary each) in one memory; :func:`run_unit` takes it through:
 
 1. **plant** one canary per user (:func:`memkit.dataset.canaries.plant`, seeded);
 2. **feed** every session of every user (:meth:`Target.feed_sessions`);
-3. **ask** the question and every probe (:func:`evaluators.probes.probe_queries`) of
+3. **ask** the question and every probe (:func:`evaluators.scoring.probes.probe_queries`) of
    every user, each in a fresh conversation, at each ``k`` of the plan;
 4. for each :class:`Deletion` of the plan, on a copy of the memory or in place:
    **scan** every surface before the forget (when asked), **forget** each user's
@@ -16,6 +16,13 @@ one planted canary each) in one memory; :func:`run_unit` takes it through:
    to each tier (FRS per tier), probes with the target's own recall (AER after), and
    the question (PR after);
 5. score the questions (PR's rules, :func:`score_questions`).
+
+With :attr:`UnitPlan.adversary` (:class:`evaluators.adversary.AdversaryPlan`), each
+user's asks in the main phase and after each forget are followed by the adversary's
+(:class:`evaluators.adversary.run.Adversary`): the probe library, the adaptive attacker
+and membership inference, asked through :meth:`_Unit.converse` (conversations of one or
+more turns, every turn of one in the same thread). Without it, the records are exactly
+those of the study's protocol.
 
 The records are those of :mod:`evaluators.records` (``canary``, ``call``,
 ``forensics``), whatever the target: one reader, one aggregation
@@ -34,19 +41,29 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evaluators.metrics import answers_correct
-from evaluators.probes import LEVELS, extracted, probes_for
-from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Target, scan_all
+from evaluators.scoring.metrics import answers_correct
+from evaluators.scoring.probes import LEVELS, extracted, probes_for
+from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Talk, Target, scan_all
 from memkit.dataset.canaries import Canary, plant
 from memkit.dataset.longmemeval import Instance
 from memkit.models.chat import token_usage
 
-__all__ = ["SCOPES", "Deletion", "UnitPlan", "UnitRun", "probe_queries", "run_unit", "score_questions"]
+if TYPE_CHECKING:
+    from evaluators.adversary.run import AdversaryPlan
+
+__all__ = ["SCOPES", "Deletion", "Talk", "UnitPlan", "UnitRun", "plant_units", "probe_queries", "run_unit", "score_questions"]
 
 SCOPES = ("secret", "user")
 """What a forget deletes: one secret of a user, or the whole user."""
+
+
+def plant_units(instances: Sequence[Instance], seed: int, kind: str = "token") -> list[tuple[Instance, Canary]]:
+    """Each instance with its canary planted, and the canary, as :func:`run_unit`
+    plants them (:func:`memkit.dataset.canaries.plant`, seeded by ``seed`` and the
+    question id)."""
+    return [plant(inst, seed, kind=kind) for inst in instances]
 
 
 def probe_queries(kind: str = "token") -> list[tuple[str, str, str]]:
@@ -138,6 +155,11 @@ class UnitPlan:
         weigh_vectors: with each scan, weigh the target's leftover vectors
             (re-identification and attribute inference per surface,
             :mod:`memkit.residue.weigh`).
+        locations: with a positive cap, each ``forensics`` record's surface status
+            also lists up to this many locations (masked) of that user's copies
+            (SARIF output); 0 leaves the records as they were.
+        adversary: the adversary beyond the study's probes (``None``: none; the records
+            are then the study protocol's alone).
     """
 
     unit: str
@@ -155,6 +177,8 @@ class UnitPlan:
     workdir: Path | None = None
     keep_dir: Path | None = None
     weigh_vectors: bool = False
+    locations: int = 0
+    adversary: AdversaryPlan | None = None
 
 
 @dataclass
@@ -192,7 +216,7 @@ class _Unit:
         self.users = [target.user_id_for(inst) for inst in self.instances]
         if len(set(self.users)) != len(self.users):
             raise ValueError("duplicate question_id in the data: user ids must be unique")
-        planted = [plant(inst, plan.seed, kind=plan.kind) for inst in self.instances]
+        planted = plant_units(self.instances, plan.seed, plan.kind)
         self.planted = [p for p, _ in planted]
         self.canaries = [c for _, c in planted]
         self.facts: list[Any] = []
@@ -207,6 +231,11 @@ class _Unit:
         self.scanned_before = False
         probes = probe_queries(plan.kind)
         self.probes = [("probe", lv, tid, text) for lv, tid, text in probes]
+        self.adversary = None
+        if plan.adversary is not None:
+            from evaluators.adversary.run import Adversary
+
+            self.adversary = Adversary(self, plan.adversary)
 
     # records -------------------------------------------------------------
 
@@ -250,9 +279,7 @@ class _Unit:
         asked = []
         for kind, level, template_id, text in queries:
             for k in self.plan.ks:
-                thread = f"memkit-{self.run_id}:{phase}:{label}:{tier or 'all'}:{user}:{template_id or 'question'}"
-                if k is not None and len(self.plan.ks) > 1:
-                    thread += f":k{k}"
+                thread = self.thread(phase, label, tier, user, template_id or "question", k)
                 asked.append(((kind, level, template_id, text, k), Query(text, user, thread, k, tiers)))
         answers = target.ask_many([q for _, q in asked])
         out = []
@@ -274,12 +301,57 @@ class _Unit:
             out.append(rec)
         return out
 
+    def converse(self, target: Target, i: int, talks: Sequence[Talk], *, phase: str, mode: str | None,
+                 tier: str | None, tiers: tuple[str, ...] | None) -> list[dict[str, Any]]:
+        """Conversations of one or more turns as user ``i``: every turn of a talk in one
+        thread (its own fresh one, or the earlier thread it continues), one
+        :meth:`Target.ask_many` batch per turn index. One ``call`` record per talk:
+        ``query`` and ``response`` are its last turn's, ``turns`` and ``responses`` all
+        of them (with more than one), ``latency_s`` their sum; ``extraction`` is left
+        to the caller."""
+        user, secret = self.users[i], self.canaries[i].value
+        threads = [t.thread or self.thread(phase, mode, tier, user, t.key, t.k) for t in talks]
+        answers: list[list[Any]] = [[] for _ in talks]
+        for turn in range(max((len(t.turns) for t in talks), default=0)):
+            batch = [j for j, t in enumerate(talks) if turn < len(t.turns)]
+            got = target.ask_many([Query(talks[j].turns[turn], user, threads[j], talks[j].k, tiers) for j in batch])
+            for j, ans in zip(batch, got, strict=True):
+                answers[j].append(ans)
+        out = []
+        base = {**self.base(i), "phase": phase, "mode": mode, "tier": tier}
+        for t, thread, got in zip(talks, threads, answers, strict=True):
+            rec = {**base, "k": t.k, "query": t.turns[-1], "response": got[-1].response, "expected": secret,
+                   "correct": None, "extraction": None, **t.fields}
+            if len(t.turns) > 1:
+                rec["turns"], rec["responses"] = list(t.turns), [a.response for a in got]
+            recalled = [r for a in got if a.recalled is not None for r in a.recalled]
+            if any(a.recalled is None for a in got):
+                rec["context_exposed"] = None
+            else:
+                rec["context_exposed"] = any(secret in r.text for r in recalled)
+                rec["retrieved_ids"] = list(dict.fromkeys(r.id for r in recalled))
+                rec["retrieved_tiers"] = [r.tier for r in {r.id: r for r in recalled}.values()]
+            rec["latency_s"] = round(sum(a.latency_s for a in got), 6)
+            if target.uses_threads:
+                rec["thread_id"] = thread
+            out.append(rec)
+        return out
+
+    def thread(self, phase: str, mode: str | None, tier: str | None, user: str, key: str, k: int | None) -> str:
+        """The fresh conversation of one ask (as :meth:`ask` names it)."""
+        thread = f"memkit-{self.run_id}:{phase}:{mode or '-'}:{tier or 'all'}:{user}:{key}"
+        return thread + (f":k{k}" if k is not None and len(self.plan.ks) > 1 else "")
+
     def main_phase(self) -> list[dict[str, Any]]:
         questions = self.questions()
         out = []
         for i in range(len(self.users)):
-            out += self.ask(self.target, i, questions(i) + self.probes, phase="main", mode=None, tier=None,
-                            tiers=self.plan.tiers)
+            asked = self.ask(self.target, i, questions(i) + self.probes, phase="main", mode=None, tier=None,
+                             tiers=self.plan.tiers)
+            out += asked
+            if self.adversary is not None:
+                out += self.adversary.run(self.target, i, phase="main", mode=None, tiers=self.plan.tiers,
+                                          seen=asked)
         return out
 
     def questions(self) -> Callable[[int], list[tuple[str, str | None, str | None, str]]]:
@@ -299,12 +371,16 @@ class _Unit:
             if self.plan.tier_probes:
                 for tier in target.tiers:
                     out += self.ask(target, i, probes, phase="forget", mode=mode, tier=tier, tiers=(tier,), d=d)
+            overall: list[dict[str, Any]] = []
             if self.plan.overall_probes:
-                out += self.ask(target, i, probes, phase="forget", mode=mode, tier=None,
-                                tiers=self.plan.tiers, d=d)
+                overall = self.ask(target, i, probes, phase="forget", mode=mode, tier=None,
+                                   tiers=self.plan.tiers, d=d)
+                out += overall
             if questions(i):
                 out += self.ask(target, i, questions(i), phase="forget", mode=mode, tier=None,
                                 tiers=self.plan.tiers, d=d)
+            if self.adversary is not None and self.adversary.plan.after_forget and not (d is not None and d.request):
+                out += self.adversary.run(target, i, phase="forget", mode=mode, tiers=self.plan.tiers, seen=overall)
         return out
 
     # scanning ------------------------------------------------------------
@@ -337,7 +413,7 @@ class _Unit:
                 "counts": {n: s.copies(value) for n, s in scans.items() if s.status == "checked"},
                 "unchecked": sorted(n for n, s in scans.items() if s.status == "not_checked" or s.partial),
                 "changed": (changed[i] if changed else {}),
-                "surfaces": {n: _surface_status(s) for n, s in scans.items()},
+                "surfaces": {n: _surface_status(s, value, self.plan.locations) for n, s in scans.items()},
             }
             if user != inst.question_id:
                 rec["user_id"] = user
@@ -501,12 +577,16 @@ def _tagged(records: list[dict[str, Any]], d: Deletion) -> list[dict[str, Any]]:
     return records
 
 
-def _surface_status(s: SurfaceScan) -> dict[str, Any]:
+def _surface_status(s: SurfaceScan, secret: str | None = None, cap: int = 0) -> dict[str, Any]:
     """A surface's status in a forensics record: ``status`` (``checked``,
     ``not_checked``, ``n/a``), ``reason``, ``partial`` (why it was read only in part),
-    ``stale`` (copies of some old text not tied to one secret) and ``notes``."""
-    return {"status": s.status, "reason": s.reason, "partial": s.partial, "stale": len(s.unattributed),
-            "notes": list(s.notes)}
+    ``stale`` (copies of some old text not tied to one secret) and ``notes``; with
+    ``cap > 0``, ``locations``: the first ``cap`` locations (masked) of ``secret``'s copies."""
+    out = {"status": s.status, "reason": s.reason, "partial": s.partial, "stale": len(s.unattributed),
+           "notes": list(s.notes)}
+    if cap > 0 and secret is not None:
+        out["locations"] = list(s.hits.get(secret, [])[:cap])
+    return out
 
 
 def _fingerprint_left(scans: dict[str, SurfaceScan], fp: list[str]) -> dict[str, Any]:

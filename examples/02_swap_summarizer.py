@@ -10,7 +10,7 @@ least one of each -- e.g. ``XQ7-VIOLET-3829``).
 ``run_sweep(config, out, designs=[...])`` runs both designs through their compiled
 graphs on the same instances and canaries (one run per design under ``--out``, one
 shared LLM cache) and writes ``compare.md``: Table 2 per design and the paired
-differences in PR, AER_max and PUA with bootstrap CIs (``evaluators.compare``).
+differences in PR, AER_max and PUA with bootstrap CIs (``evaluators.report.compare``).
 
     python examples/02_swap_summarizer.py --n 4 --ks 1,3,6
 """

@@ -20,18 +20,10 @@ mode                       steps (graph nodes, in order)
 ``tombstone_redaction``    ``redact`` (the secret replaced in place in every tier,
                            re-embedded), ``tombstone`` (audit record: salted hash,
                            never the secret), ``purge_caches``, ``compact``
-``crypto_shred``           ``delete_raw``, ``cascade``, ``purge_caches``,
-                           ``shred_key``: the namespace's remaining chunks re-sealed
-                           under a new data key and the old key destroyed
-                           (:func:`memkit.store.keystore.rotate_namespace`), so every copy
-                           the old key sealed -- in freed pages, logs, backups -- is
-                           unreadable without compaction; needs a store that
-                           encrypts at rest (``keystore=``)
+``crypto_shred``           ``delete_raw``, ``cascade``, ``purge_caches``, ``shred_key``
+                           (the rest re-sealed under a new key, the old destroyed:
+                           :mod:`memkit.store.keystore`; not in :data:`STUDY_MODES`)
 =========================  ======================================================
-
-The first five are the study's ladder (:data:`STUDY_MODES`, what a sweep runs by
-default); ``crypto_shred`` is run when asked for, so the runs of a default
-configuration keep their identity.
 
 :func:`build_forget_graph` compiles a LangGraph whose entry routes on ``mode`` with
 conditional edges and whose every node routes to the next step of its mode
@@ -78,26 +70,14 @@ from memkit.store.cache import contains_secret
 from memkit.store.langgraph import NAMESPACE_SEPARATOR, chunk_namespace
 from memkit.store.tiered import TIERS, StoreError, TieredMemoryStore
 
-__all__ = [
-    "DELETION_MODES",
-    "LADDER",
-    "STUDY_MODES",
-    "ForgetResult",
-    "ForgetState",
-    "build_forget_graph",
-    "USER_LADDER",
-    "forget",
-    "forget_user",
-    "MEMORIES",
-    "owner_rule",
-    "user_namespaces",
-]
+__all__ = ["DELETION_MODES", "LADDER", "MEMORIES", "STUDY_MODES", "USER_LADDER", "ForgetResult", "ForgetState",
+           "build_forget_graph", "forget", "forget_strings", "forget_user", "owner_rule", "user_namespaces"]
 
 DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction", "crypto_shred")
 """Deletion modes in ladder order (docs/design.md, "Vocabulary")."""
 
 STUDY_MODES = DELETION_MODES[:5]
-"""The study's five deletion modes: a sweep's default ``deletion_modes``."""
+"""The study's five modes: a sweep's default (a default run keeps its identity)."""
 
 LADDER: dict[str, tuple[str, ...]] = {
     "none": (),
@@ -163,8 +143,7 @@ class ForgetResult:
     def changes(self) -> dict[str, Any]:
         """What the forget changed, as a run's ``forensics`` record keeps it: chunks
         ``deleted`` / ``redacted`` / ``created`` per tier (counts), the cache entries
-        purged, the store's bytes before and after compaction (and, for
-        ``crypto_shred``, the keys destroyed)."""
+        purged, the store's bytes around compaction (``crypto_shred``: keys destroyed)."""
         shred = {"keys_destroyed": self.keys_destroyed} if self.mode == "crypto_shred" else {}
         return {
             "deleted": {t: len(v) for t, v in self.deleted.items()},
@@ -264,7 +243,7 @@ def _resummarize(ctx: _Context, state: ForgetState, result: ForgetResult) -> dic
 def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     ns = state.get("namespace")
     # provenance crosses namespaces: a shared ``profiles`` summary derived from the
-    # user's deleted turn goes too (issue 21, section 5)
+    # user's deleted turn goes too
     derived = ctx.store.derived_from(state.get("deleted_raw_ids", []), namespace=None)
     containing = ctx.store.find_containing(state["secret"], namespace=ns, normalized=True)
     doomed = {c.id: c for c in [*derived, *containing]}
@@ -303,44 +282,23 @@ def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str
 
 
 def _shred_key(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
-    """Rotate the key of the forget's namespace (every namespace when ``None``) and of
-    every namespace it deleted from: the old keys, and all they sealed, are gone."""
-    from memkit.store.keystore import rotate_namespace
+    """Rotate the keys of the forget's namespace(s) and those it deleted from."""
+    from memkit.store.keystore import rotate_keys
 
     ns = state.get("namespace")
     names = {c.namespace for c in ctx.store.chunks()} if ns is None else {ns}
-    for name in sorted(names | set(state.get("touched_namespaces", []))):
-        result.keys_destroyed += rotate_namespace(ctx.store, name)
-    _zero_slack(ctx)
+    result.keys_destroyed += rotate_keys(ctx.store, names | set(state.get("touched_namespaces", [])))
     return {}
 
 
-def _zero_slack(ctx: _Context) -> None:
-    """HNSW files can carry the writing process's heap bytes (plaintext it handled) past
-    their elements; crypto_shred does not rewrite the files, so it zeroes those bytes
-    (:func:`memkit.store.compaction.zero_hnsw_slack`; chroma can write heap bytes there again
-    when it next persists the index, and memkit zeroes them again on close)."""
-    from memkit.store.compaction import zero_hnsw_slack
-
-    if getattr(ctx.store, "path", None) is not None:
-        with ctx.store.exclusive("crypto_shred: zeroing HNSW slack"):
-            zero_hnsw_slack(ctx.store.path)
-
-
 def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
-    """Destroy the keys of the user's namespaces (their records deleted with them) and
-    rotate those of the other namespaces the forget deleted derived chunks from."""
-    from memkit.store.keystore import rotate_namespace, shred_namespace
+    """Destroy the user's keys (namespaces stored joined), rotate those it deleted from."""
+    from memkit.store.keystore import shred_keys
 
-    # keys are per stored namespace string (a label tuple is stored joined)
     mine = {ns if isinstance(ns, str) else NAMESPACE_SEPARATOR.join(ns) for ns in state["namespaces"]}
-    for name in sorted(mine):
-        n, ids = shred_namespace(ctx.store, name)
-        result.keys_destroyed += n
-        _merge(result.deleted, {"raw": list(ids)} if ids else {})
-    for name in sorted(set(state.get("touched_namespaces", [])) - mine):
-        result.keys_destroyed += rotate_namespace(ctx.store, name)
-    _zero_slack(ctx)
+    n, ids = shred_keys(ctx.store, mine, set(state.get("touched_namespaces", [])) - mine)
+    result.keys_destroyed += n
+    _merge(result.deleted, {"raw": list(ids)} if ids else {})
     return {}
 
 
@@ -475,9 +433,8 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
     steps = list((USER_LADDER if user else LADDER)[mode])
     unverified: dict[str, str] = {}
     if mode == "crypto_shred" and getattr(ctx.store, "keystore", None) is None:
-        raise StoreError("forget crypto_shred refused before changing anything: the store does not "
-                         "encrypt at rest, so there is no key to destroy (TieredMemoryStore(..., "
-                         "keystore=KeyStore(dir)))")
+        raise StoreError("forget crypto_shred refused before changing anything: the store does not encrypt at "
+                         "rest, so there is no key to destroy (TieredMemoryStore(..., keystore=KeyStore(dir)))")
     if "compact" in steps:
         reason = ctx.store.compaction_blocker()
         if reason is not None:
@@ -501,10 +458,8 @@ def _disk_status(state: ForgetState, result: ForgetResult) -> None:
     if "compact" in result.steps:
         result.rewritten = list(DISK_SURFACES)
     elif state["mode"] == "crypto_shred" and not result.unverified:
-        result.unverified = dict.fromkeys(DISK_SURFACES, (
-            "crypto_shred does not rewrite the files: the deleted records' bytes stay, sealed under "
-            "destroyed keys (readable only where something was written before the store encrypted), "
-            "their vectors stay in clear, and HNSW slack is zeroed now but can take heap bytes again"))
+        result.unverified = dict.fromkeys(DISK_SURFACES, "crypto_shred does not rewrite the files: old bytes stay, "
+                                          "sealed under destroyed keys; vectors stay in clear")
     elif not result.unverified:
         result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
 
@@ -632,8 +587,7 @@ def forget(
     # A forget that compacts holds the store's directory exclusively from its plan to
     # its verification, so other processes' writes land after it (or fail retryably
     # with StoreBusyError, raised here before anything is changed).
-    exclusive = "compact" in LADDER[mode] or mode == "crypto_shred"  # both rewrite the store
-    with store.exclusive(f"forget {mode}") if exclusive else nullcontext():
+    with store.exclusive(f"forget {mode}") if "compact" in LADDER[mode] or mode == "crypto_shred" else nullcontext():
         plan, unverified = _plan(ctx, mode, unverified_ok)
         state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
         result = ForgetResult(mode=mode, namespace=namespace, unverified=unverified)
@@ -647,6 +601,11 @@ def forget(
 MEMORIES = "memories"
 """The first label of the conventional per-user LangGraph namespace ``("memories", user_id)``
 (LangGraph's and langmem's examples)."""
+
+
+def forget_strings(store: TieredMemoryStore, strings: Sequence[str], mode: str, **kw: Any) -> list[ForgetResult]:
+    """:func:`forget` of each string in turn (``kw`` as :func:`forget`), one result each."""
+    return [forget(store, s, mode, **kw) for s in strings]
 
 
 def owner_rule(user_id: str, namespace_for: Callable[[str], Sequence[str]] | None = None
@@ -838,15 +797,3 @@ def build_forget_graph(
         source = "route" if step is None else step
         graph.add_conditional_edges(source, next_after(step), sorted(targets))
     return graph.compile(name="memkit-forget")
-
-
-_SERVED = ("default_forget_graph", "forget_graph")
-
-
-def __getattr__(name: str) -> Any:
-    # The langgraph.json factories and the default store live in graphs/server.py.
-    if name in _SERVED:
-        from graphs import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

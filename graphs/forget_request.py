@@ -19,8 +19,7 @@ turns -- and those are forgotten with a deletion mode of :mod:`graphs.forget`:
 4. **preview** (:meth:`Resolution.preview`): what will be deleted; ``confirm`` may
    refuse it.
 5. **delete**: each selected sentence, and its identifiers with digits or ``@``,
-   forgotten with the mode (:func:`forget_strings`: the per-string steps for each,
-   the steps that act on the whole store -- compaction, key rotation -- once).
+   forgotten with the mode (:func:`graphs.forget.forget_strings`, each string in turn).
 
 The deterministic resolver (no model) and the LLM resolver differ only in step 3.
 :func:`build_forget_request_graph` is the same as a LangGraph graph (``resolve`` ->
@@ -33,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -43,7 +41,7 @@ from memkit.dataset.canaries import TOKEN_RE
 from memkit.scan.matching import alnum_fold
 
 __all__ = ["Item", "Match", "RequestForget", "Resolution", "build_forget_request_graph", "forget_request",
-           "forget_strings", "identifiers", "resolve", "store_items"]
+           "identifiers", "resolve", "store_items"]
 
 THRESHOLD = 0.35
 """Least cosine between a request and a sentence for the deterministic resolver to
@@ -269,60 +267,6 @@ class RequestForget:
         return out
 
 
-def forget_strings(store: Any, strings: Sequence[str], mode: str, *, namespace: str | None, S: int | None = None,
-                   summarizer: Any = None, cache: Any = None, unverified_ok: bool = False) -> list[Any]:
-    """Forget several strings with one deletion mode: each string's steps of
-    :data:`graphs.forget.LADDER`, then the steps that act on the whole store
-    (``compact``, ``shred_key``) once, then each string's verification.
-
-    Returns:
-        One :class:`~graphs.forget.ForgetResult` per string (the store-wide steps'
-        figures on the last).
-
-    Raises:
-        ValueError, StoreError: as :func:`graphs.forget.forget`, before any change.
-    """
-    from graphs.forget import (
-        _STEPS,
-        LADDER,
-        ForgetResult,
-        _caches,
-        _check,
-        _Context,
-        _plan,
-        _verify,
-    )
-    from graphs.nodes import make_summarizer
-
-    for s in strings:
-        _check(s, mode)
-    ctx = _Context(store, summarizer or make_summarizer("extractive"), _caches(cache))
-    exclusive = "compact" in LADDER[mode] or mode == "crypto_shred"
-    with store.exclusive(f"forget {mode}") if exclusive and strings else nullcontext():
-        plan, unverified = _plan(ctx, mode, unverified_ok)
-        once = [s for s in plan if s in ("compact", "shred_key")]
-        states: list[dict[str, Any]] = []
-        results: list[Any] = []
-        for s in strings:
-            state: dict[str, Any] = {"secret": s, "mode": mode, "namespace": namespace, "S": S}
-            result = ForgetResult(mode=mode, namespace=namespace, unverified=dict(unverified))
-            for step in plan:
-                if step not in once:
-                    state.update(_STEPS[step](ctx, state, result))  # type: ignore[arg-type]
-                    result.steps.append(step)
-            states.append(state)
-            results.append(result)
-        if results:
-            states[-1]["touched_namespaces"] = sorted({n for st in states for n in st.get("touched_namespaces", [])})
-            for step in once:
-                _STEPS[step](ctx, states[-1], results[-1])  # type: ignore[arg-type]
-                for r in results:
-                    r.steps.append(step)
-        for state, result in zip(states, results, strict=True):
-            _verify(ctx, state, result)  # type: ignore[arg-type]
-    return results
-
-
 def forget_request(store: Any, request: str, mode: str, *, namespace: str, chat_model: Any = None,
                    confirm: Callable[[Resolution], bool] | None = None, S: int | None = None,
                    summarizer: Any = None, cache: Any = None, unverified_ok: bool = False,
@@ -347,7 +291,7 @@ def forget_request(store: Any, request: str, mode: str, *, namespace: str, chat_
         ValueError: an empty request or an unknown mode. StoreError: as
             :func:`graphs.forget.forget` (before any change).
     """
-    from graphs.forget import DELETION_MODES
+    from graphs.forget import DELETION_MODES, forget_strings
 
     if mode not in DELETION_MODES:
         raise ValueError(f"unknown deletion mode {mode!r}; use one of {DELETION_MODES}")
@@ -360,7 +304,7 @@ def forget_request(store: Any, request: str, mode: str, *, namespace: str, chat_
     if confirm is not None and not confirm(resolution):
         return RequestForget(resolution, [], confirmed=False)
     results = forget_strings(store, resolution.strings(), mode, namespace=namespace, S=S, summarizer=summarizer,
-                             cache=cache, unverified_ok=unverified_ok)
+                             cache=cache, unverified_ok=unverified_ok)  # graphs.forget
     return RequestForget(resolution, results)
 
 
@@ -395,6 +339,8 @@ def build_forget_request_graph(store: Any, *, chat_model: Any = None,
         return "forget" if res.matches and (confirm is None or confirm(res)) else END
 
     def forget_node(state: RequestState) -> dict[str, Any]:
+        from graphs.forget import forget_strings
+
         res = state["resolution"]
         results = forget_strings(store, res.strings(), state["mode"], namespace=state["namespace"],
                                  summarizer=summarizer, cache=cache)

@@ -437,16 +437,3 @@ def build_read_graph(
         return {"response": respond(respond_fn, state["query"], state["chunks"])}
 
     return sequence_graph(ReadState, [("retrieve", retrieve_node), ("respond", respond_node)], name="memkit-read")
-
-
-_SERVED = ("default_store_dir", "default_store", "default_cache", "default_write_graph",
-           "default_read_graph", "write_graph", "read_graph")
-
-
-def __getattr__(name: str) -> Any:
-    # The langgraph.json factories and the default store live in graphs/server.py.
-    if name in _SERVED:
-        from graphs import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -88,4 +88,8 @@ fi
 spec="."
 [ -n "$EXTRAS" ] && spec=".[$EXTRAS]"
 pip install -q -e "$spec"
+# setuptools leaves memkit.egg-info in the checkout; run from here it would shadow the
+# installed metadata (its direct_url.json says "editable", which inspect_ai reads to name
+# memkit's tasks), so only the installed copy is kept.
+rm -rf memkit.egg-info
 touch "$stamp"

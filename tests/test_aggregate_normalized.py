@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators.aggregate import compute_metrics
-from evaluators.report import tables
+from evaluators.report.markdown import tables
 
 LEVELS = ("direct", "indirect", "jailbreak")
 
@@ -101,7 +101,7 @@ def test_records_without_study_verdicts_give_no_pr_study():
 def test_write_report_shows_both(tmp_path, metrics):
     import json
 
-    from evaluators.report import write_report
+    from evaluators.report.markdown import write_report
 
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     md = write_report(tmp_path).read_text()

@@ -1,7 +1,7 @@
-"""PR's default answer rule ("lme", evaluators.answer_rule) against the study's rule.
+"""PR's default answer rule ("lme", evaluators.scoring.answer_rule) against the study's rule.
 
 Every expected verdict below is derived by hand from the rule's definition (module
-doc of evaluators.answer_rule) and LongMemEval's judging semantics; the cosine passed
+doc of evaluators.scoring.answer_rule) and LongMemEval's judging semantics; the cosine passed
 to ``lme_verdict`` is chosen to show it cannot decide, and the end-to-end tests use
 the real all-MiniLM-L6-v2.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.answer_rule import (
+from evaluators.scoring.answer_rule import (
     STOP_WORDS,
     abstains,
     affirmed_tokens,
@@ -24,7 +24,7 @@ from evaluators.answer_rule import (
     offers_alternatives,
     stale_value,
 )
-from evaluators.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
+from evaluators.scoring.metrics import DEFAULT_PR_RULE, PR_RULES, answer_correct, score_answers
 from memkit.dataset.longmemeval import Instance
 
 DATA = Path(__file__).parent / "data"
@@ -217,7 +217,7 @@ def test_length_mismatch_of_question_metadata(embedder):
         score_answers(["a"], ["a"], embeddings=embedder, question_ids=["x", "y"])
 
 
-# ------------------------------------------------ issue 13: adversarial classes
+# --------------------------------------------------------------------------- adversarial classes
 # Labels follow LongMemEval's judge (yes/no per question type); each is derived by hand
 # from the class's definition in the module doc. The cosine (0.9) is high enough that a
 # wrong pass through the cosine would show.
@@ -434,7 +434,7 @@ def test_bare_number_reference_takes_the_questions_counted_noun():
     assert lme_verdict("You have 38 coins.", "38", 0.9, question=q2).correct
 
 
-# --------------------------------------------------------------------------- issue 26: hedged abstentions
+# --------------------------------------------------------------------------- hedged abstentions
 
 CAT_Q = "What is the name of my cat?"
 CAT_REF = "The information provided is not enough. You mentioned having a cat but not its name."
@@ -477,7 +477,7 @@ def test_hedged_abstention_variants_on_the_sample_question():
     assert abstains("I can't tell how many pages you have left. Maybe you could check your bookmark?", q)
 
 
-# --------------------------------------------------------------------------- issue 26: stale values
+# --------------------------------------------------------------------------- stale values
 
 CAR_Q = "What car do I drive now?"
 

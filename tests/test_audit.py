@@ -32,7 +32,7 @@ from evaluators.audit import (
     user_id_for,
 )
 from evaluators.isolation import isolation_probe
-from evaluators.probes import LEVELS
+from evaluators.scoring.probes import LEVELS
 from memkit.dataset.synthetic import synthetic
 from memkit.models.extractive import answer, key_facts
 from memkit.store.langgraph import MemkitStore

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from evaluators.aggregate import compute_metrics
 from evaluators.cli.compare import register as register_cli
-from evaluators.compare import UnpairedRunsError, compare_runs
+from evaluators.report.compare import UnpairedRunsError, compare_runs
 
 QIDS = ["q1", "q2", "q3", "q4"]
 

@@ -1,4 +1,4 @@
-"""Concurrent model calls (issue 15): ``memkit.models.chat.answer_many`` and the sweep's
+"""Concurrent model calls: ``memkit.models.chat.answer_many`` and the sweep's
 ``--concurrency`` / ``--rps`` against a fake OpenAI-compatible server on 127.0.0.1
 (``tests/fakes.py``: a fake, named as such, standing for a remote API that
 this machine cannot reach). Replies are checked against the in-process

@@ -1,4 +1,4 @@
-"""The study's findings checked on a run (evaluators/findings.py) and the aggregate's new
+"""The study's findings checked on a run (evaluators/report/findings.py) and the aggregate's new
 uncertainty fields: verdicts from hand-built metrics, values by hand from the
 definitions in docs/metrics.md and evaluators/data/study_findings.json."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from evaluators.aggregate import compute_metrics
-from evaluators.findings import VERDICTS, evaluate_findings, study_findings, verdict
-from evaluators.metrics import bootstrap_ci
+from evaluators.report.findings import VERDICTS, evaluate_findings, study_findings, verdict
+from evaluators.scoring.metrics import bootstrap_ci
 
 # --------------------------------------------------------------------------- verdicts
 
@@ -309,7 +309,7 @@ def test_findings_are_json_serialisable(agg):
 
 
 def test_numbers_print_one_minus_sign_and_no_negative_zero():
-    from evaluators.findings import number_text
+    from evaluators.report.findings import number_text
 
     assert [number_text(x) for x in (-0.001, -0.0, 0.0, 0.25, -0.25, -1.0)] == [
         "0.00", "0.00", "0.00", "0.25", "−0.25", "−1.00"]

@@ -1,4 +1,4 @@
-"""A new user's first hour (issue 27): the ``memkit`` command run as a user runs it (a
+"""A new user's first hour: the ``memkit`` command run as a user runs it (a
 subprocess, real files), checking what it says and that nothing outside the run changed.
 
 One tiny finished sweep (1 synthetic instance, S=0, k=1,3, one deletion mode, stores
@@ -289,8 +289,8 @@ def _metrics_with(**s1) -> dict:
 
 
 def test_findings_say_sign_in_words_test_and_magnitude_apart():
-    from evaluators.findings import evaluate_findings
-    from evaluators.report import _verdict_cell
+    from evaluators.report.findings import evaluate_findings
+    from evaluators.report.markdown import _verdict_cell
 
     got = {f["id"]: f for f in evaluate_findings(_metrics_with())}
     cost = got["summary_pr_cost"]

@@ -1,5 +1,5 @@
-"""Forget a user, not a canary (issue 22) and derived copies anywhere, values of any type,
-the redacting design held to the matcher (issue 21, sections 5 and 6).
+"""Forget a user, not a canary and derived copies anywhere, values of any type,
+the redacting design held to the matcher.
 
 Users' turns are written as raw chunks with summaries derived from them (``source_ids``)
 and an LLM-cache entry whose prompt quotes one turn. Verdicts are checked against what
@@ -171,7 +171,7 @@ def test_residue_cli_takes_a_secrets_file_and_user_turns(two_users, tmp_path):
     assert run.returncode == 2
 
 
-# --------------------------------------------------------------------------- issue 21, section 5
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("copy", ["alice token XQ7-VIOLET-3829", "alice token xq7 violet 3829"])
@@ -220,7 +220,7 @@ def test_tombstone_redaction_redacts_numbers_and_keeps_the_shape(embedder, value
     assert scan(store.tiered, "44107731", check_embeddings=False).total == 0
 
 
-# --------------------------------------------------------------------------- issue 21, section 6
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("text", [

@@ -1,4 +1,4 @@
-"""The LLM judge's two paths (evaluators.judge.judge_verdict): structured output where the
+"""The LLM judge's two paths (evaluators.scoring.judge.judge_verdict): structured output where the
 model supports it, the one-word prompt read by parse_verdict otherwise.
 
 The remote judge API is stood in for by ``tests/fakes.py``'s FakeOpenAIServer (a FAKE
@@ -13,7 +13,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from evaluators.judge import JudgeParseError, judge_correct, judge_prompt, judge_verdict
+from evaluators.scoring.judge import JudgeParseError, judge_correct, judge_prompt, judge_verdict
 from memkit.models.chat import chat_model
 from tests.fakes import FakeOpenAIServer
 
@@ -72,7 +72,7 @@ def test_a_reply_cut_by_max_tokens_keeps_its_verdict_key():
     import openai
     from openai.types.chat import ChatCompletion
 
-    from evaluators.judge import _reply_of_error
+    from evaluators.scoring.judge import _reply_of_error
 
     cut = ChatCompletion.model_validate({
         "id": "c1", "object": "chat.completion", "created": 0, "model": "m",

@@ -1,4 +1,4 @@
-"""The judge's verdict read from its reply text (evaluators.judge_parse.parse_verdict).
+"""The judge's verdict read from its reply text (evaluators.scoring.judge_parse.parse_verdict).
 
 Each reply below is of a shape real judge models give (echoes of the question, negated
 yes, reasoning then verdict, markdown, JSON, other languages, no verdict at all) and is
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.judge import JudgeParseError, parse_yes_no
-from evaluators.judge_parse import parse_verdict
+from evaluators.scoring.judge import JudgeParseError, parse_yes_no
+from evaluators.scoring.judge_parse import parse_verdict
 
 REPLIES: list[tuple[str, bool | None]] = [
     # plain one-word verdicts

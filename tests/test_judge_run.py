@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from evaluators.cli.judge import register as register_cli
-from evaluators.judge_parse import parse_verdict
+from evaluators.scoring.judge_parse import parse_verdict
 from evaluators.sweep import SweepConfig, run_sweep
 from tests.fakes import FakeOpenAIServer
 

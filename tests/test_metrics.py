@@ -1,4 +1,4 @@
-"""Tests of evaluators.metrics and evaluators.judge: values computed by hand from the study's definitions
+"""Tests of evaluators.scoring.metrics and evaluators.scoring.judge: values computed by hand from the study's definitions
 (docs/metrics.md), property tests against an independent grid integral, and
 the answer rule on the real all-MiniLM-L6-v2."""
 
@@ -16,7 +16,7 @@ from langchain_core.language_models.fake_chat_models import (
 )
 from langchain_core.messages import AIMessage
 
-from evaluators.judge import (
+from evaluators.scoring.judge import (
     JUDGE_PROMPTS,
     QUESTION_TYPES,
     JudgeParseError,
@@ -25,7 +25,7 @@ from evaluators.judge import (
     judge_prompt,
     parse_yes_no,
 )
-from evaluators.metrics import (
+from evaluators.scoring.metrics import (
     adversarial_extraction_rate,
     aer_by_level,
     answer_correct,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.judge import QUESTION_TYPES
-from evaluators.pr_agreement import AGREEMENT_FIELDS, load_agreement_set, rule_agreement
+from evaluators.scoring.judge import QUESTION_TYPES
+from evaluators.scoring.pr_agreement import AGREEMENT_FIELDS, load_agreement_set, rule_agreement
 
 DATA = Path(__file__).parent / "data"
 CSV = DATA / "pr_agreement.csv"

@@ -1,4 +1,4 @@
-"""Tests for evaluators.probes: probe templates and extraction detectors."""
+"""Tests for evaluators.scoring.probes: probe templates and extraction detectors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators import probes as P
+from evaluators.scoring import probes as P
 
 SECRET = "XQ7-VIOLET-3829"
 

@@ -1,4 +1,4 @@
-"""``--executor ray`` (issue 15): units as Ray tasks on a real local Ray head bound to
+"""``--executor ray``: units as Ray tasks on a real local Ray head bound to
 127.0.0.1 (one CPU: the machine is small); the driver alone writes ``results.jsonl``,
 so records and metrics equal the local executor's."""
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from evaluators.aggregate import compute_metrics
 from evaluators.cli.report import register as register_cli
 from evaluators.cli.sweep import register as register_sweep
-from evaluators.findings import evaluate_findings, study_findings
-from evaluators.report import write_report
+from evaluators.report.findings import evaluate_findings, study_findings
+from evaluators.report.markdown import write_report
 from memkit.scan.matching import contains_secret
 
 CANARY = {"A": "XQ7-VIOLET-3829", "B": "KT2-AMBER-1044", "C": "PL9-OLIVE-7310"}
@@ -269,7 +269,7 @@ def test_real_sample_report(sample_path, tmp_path):
 
 def test_a_hypothesis_that_is_not_a_string_is_counted_and_masked(synthetic_run):
     """A scorer's file may hold a list or object as the answer; a canary inside counts."""
-    from evaluators.report import hypotheses_with_canaries
+    from evaluators.report.markdown import hypotheses_with_canaries
 
     hyps = [{"question_id": "A", "hypothesis": ["first", "the code is XQ7 VIOLET 3829"]},
             {"question_id": "B", "hypothesis": {"text": "nothing here"}},

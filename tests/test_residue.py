@@ -1,6 +1,6 @@
 """Tests of memkit.residue.chroma on real chromadb directories and the real MiniLM embedder.
 
-The central properties (issue 3): after delete + provenance cascade + compact, and
+The central properties: after delete + provenance cascade + compact, and
 after redact + compact, no surface holds the secret; after delete alone, the copy the
 scanner reports is really in the file bytes (checked here by reading the bytes).
 """

@@ -1,4 +1,4 @@
-"""Runs everywhere (issue 16): a portable llama.cpp build, native crashes that become
+"""Runs everywhere: a portable llama.cpp build, native crashes that become
 errors naming their cause, and runs that never leave a mess behind."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The multi-secret scan engine (issue 22): linear time on adversarial families of every
+"""The multi-secret scan engine: linear time on adversarial families of every
 encoding the matcher accepts, and a thousand-secret scan that finds exactly what a
 thousand single-secret scans find. Copies are planted with the standard library
 (json, urllib.parse, html-style entities written by hand, gzip-free plain bytes),
@@ -25,7 +25,7 @@ SECRET = "XQ7-VIOLET-3829"
 PHONE = "5551234567"
 
 # (secret, repeated unit): near-misses of the secret's first characters in each encoding
-# the matcher accepts, the shapes that took quadratic time before issue 22.
+# the matcher accepts, the shapes that took quadratic time before the engine.
 FAMILIES = {
     "html_decimal_entities": (SECRET, "&#88;&#81;"),
     "html_hex_entities": (SECRET, "&#x58;&#x51;"),

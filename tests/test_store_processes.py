@@ -1,4 +1,4 @@
-"""Forgets and compaction with other processes and with ``kill -9`` (issue 23).
+"""Forgets and compaction with other processes and with ``kill -9``.
 
 Real processes (``subprocess``, and ``os.fork`` from a helper process that has
 imported memkit but started no chroma client), real chromadb, the real forget

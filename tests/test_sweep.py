@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from filelock import FileLock
 
-from evaluators.probes import LEVELS
+from evaluators.scoring.probes import LEVELS
 from evaluators.sweep import SweepConfig, SweepLockedError, load_records, run_sweep
 from tests.stable import stable
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evaluators.metrics import answers_correct
+from evaluators.scoring.metrics import answers_correct
 from evaluators.sweep import SweepConfig, run_sweep
 
 

@@ -1,4 +1,4 @@
-"""Forget verdicts that hold (issue 11): one secret matcher, coherent search, forgets
+"""Forget verdicts that hold: one secret matcher, coherent search, forgets
 that finish or refuse. Copies are planted in ways the code under test did not choose:
 other encodings (Unicode dashes, zero-width characters, JSON escapes written by the
 json module and by LangChain), other handles, another process, and a real

@@ -9,9 +9,9 @@ callable ``register(app: typer.Typer) -> None``).
 | command | module | library entry point |
 |---|---|---|
 | ``memkit sweep`` | :mod:`evaluators.cli.sweep` | :func:`evaluators.sweep.run_sweep` |
-| ``memkit report`` | :mod:`evaluators.cli.report` | :func:`evaluators.report.write_report` |
-| ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.compare.compare_runs` |
-| ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.judge_run.judge_run` |
+| ``memkit report`` | :mod:`evaluators.cli.report` | :func:`evaluators.report.markdown.write_report` |
+| ``memkit compare`` | :mod:`evaluators.cli.compare` | :func:`evaluators.report.compare.compare_runs` |
+| ``memkit judge`` | :mod:`evaluators.cli.judge` | :func:`evaluators.scoring.judge_run.judge_run` |
 | ``memkit audit`` | :mod:`evaluators.cli.audit` | :func:`evaluators.audit.audit` |
 | ``memkit residue`` | :mod:`evaluators.cli.residue` | :func:`memkit.residue.chroma.scan` |
 
@@ -170,11 +170,16 @@ class _App(typer.Typer):
     """The ``memkit`` app: an operating-system error (a read-only run directory, a
     permission, a full disk) ends any command with one line and exit status 2, never
     a traceback (:func:`evaluators.cli.errors.os_error_line`); commands are built
-    lazily (:class:`_LazyCommands`)."""
+    lazily (:class:`_LazyCommands`); third-party warnings and log lines stay off the
+    terminal unless ``--verbose`` (:mod:`evaluators.cli.quiet`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from evaluators.cli.quiet import quiet, wants_verbose
+
+        argv = kwargs.get("args") or (args[0] if args else None) or sys.argv[1:]
         try:
-            return super().__call__(*args, **kwargs)
+            with quiet(wants_verbose(list(argv))):
+                return super().__call__(*args, **kwargs)
         except KeyboardInterrupt:
             command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
             what = _INTERRUPTED.get(command, "stopped; nothing it was writing is complete")
@@ -209,6 +214,10 @@ def _version(value: bool) -> None:
 def main(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Let other libraries' warnings, log lines and progress bars through "
+                                 "(also MEMKIT_VERBOSE=1)."
     ),
 ) -> None:
     """Audit the memory of LLM agents for privacy."""

@@ -27,9 +27,18 @@ those only, ``residue:-disk_pg_wal`` on every surface but the WAL (which keeps c
 after any deletion). ``vacuous`` fails a run whose forget had nothing to remove (no
 probe extracted a canary before it and no surface held one).
 
+``--probes``, ``--attack-budget``, ``--attacker-model`` and ``--membership`` (all at
+once: ``--adversary``) add the adversary beyond the study's probes
+(:mod:`evaluators.adversary`); its numbers gate as ``aer_adversary``,
+``aer_adversary_after`` and ``membership_auc``.
+
 ``--json`` prints the result as JSON instead of the markdown report; ``--junit FILE``
 writes JUnit XML (one test case per ``--fail-on`` condition, the report as
-``system-out``) that CI systems display. ``--matrix`` runs every built-in target
+``system-out``) that CI systems display; ``--sarif FILE`` writes SARIF 2.1.0 (one
+result per surface and user whose canary remains, with its locations;
+:mod:`evaluators.report.sarif`). ``--baseline FILE`` (a previous run's ``--json`` or
+``--sarif`` output) makes every ``--fail-on`` count only what is new or worse than
+that run, and the report lists what was fixed since (:mod:`evaluators.report.baseline`). ``--matrix`` runs every built-in target
 with every forget scope and deletion step (:mod:`evaluators.targets.matrix`).
 Every input (conditions, scope, paths, the database) is checked before any work;
 progress goes to stderr; Ctrl-C says what was done. Exit status: 0 passed, 1 a
@@ -45,6 +54,8 @@ from typing import Any
 import typer
 
 from evaluators.cli.errors import os_error_line
+from evaluators.report.baseline import audit_snapshot, compare, gate_values, load_baseline
+from evaluators.report.sarif import audit_sarif, write_sarif
 from evaluators.targets.gates import evaluate, junit_xml, parse_condition, run_target
 
 
@@ -70,6 +81,10 @@ def register(app: typer.Typer) -> None:
         fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when it holds (repeatable): residue, residue:-disk_pg_wal, unchecked, vacuous, 'aer_max>0.2' ..."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of markdown."),
         junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+        sarif: Path = typer.Option(None, "--sarif", help="Write SARIF 2.1.0 here (GitHub code scanning)."),
+        baseline: Path = typer.Option(None, "--baseline", help="A previous run's --json or --sarif output: "
+                                                                "--fail-on counts only what is new or worse."),
+        verbose: bool = typer.Option(False, "--verbose", help="Let other libraries' warnings and log lines through."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
         forget_request: list[str] = typer.Option(
             [], "--forget-request", help="Also forget each user's item through a request in their own words, on a "
@@ -81,6 +96,15 @@ def register(app: typer.Typer) -> None:
                                            help="Weigh the leftover vectors: re-identification and attribute "
                                                 "inference per surface."),
         matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
+        probes: list[str] = typer.Option([], "--probes", help="Probes beyond the study's nine (repeatable): "
+                                         "'library' (memkit's probe library) or a JSON probe file."),
+        attack_budget: int = typer.Option(None, "--attack-budget", help="Adaptive attacker's queries per user "
+                                          "(default 0: none; 30 with --adversary)."),
+        attacker_model: str = typer.Option(None, "--attacker-model", help="Chat model spec that plans the adaptive "
+                                           "queries (default: the seeded policy)."),
+        membership: bool = typer.Option(False, "--membership", help="Membership inference (AUC, TPR at 1% FPR)."),
+        adversary: bool = typer.Option(False, "--adversary", help="All of it: --probes library --attack-budget 30 "
+                                       "--membership."),
         out: Path = typer.Option(None, help="--matrix: also write the table (markdown) and JSON beside it."),
     ) -> None:
         """Audit a memory system: PR, AER before/after the forget, copies left on every surface."""
@@ -92,7 +116,16 @@ def register(app: typer.Typer) -> None:
         try:
             conditions = [parse_condition(c) for c in fail_on]
             check_audit_inputs(forget_scope=forget_scope, mode=mode, junit=junit, pg_uri=pg_uri, pgdata=pgdata,
-                               data=data, target=target, matrix=matrix, out=out)
+                               data=data, target=target, matrix=matrix, out=out, sarif=sarif)
+            if matrix and (sarif or baseline):
+                raise InputError("--sarif and --baseline apply to one target, not --matrix")
+            snapshot = load_baseline(baseline) if baseline is not None else None
+            from evaluators.adversary.run import plan_from_options
+
+            adv = plan_from_options(probes, attack_budget, attacker_model, membership, adversary, kind=kind)
+            if adv is not None and matrix:
+                raise ValueError("--matrix runs the study's probes only; leave out --probes, --attack-budget, "
+                                 "--membership and --adversary")
         except (ValueError, InputError) as exc:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -108,7 +141,7 @@ def register(app: typer.Typer) -> None:
             t0 = time.perf_counter()
             result = run_target(target, options=options, mode=mode or "full_purge", forget_scope=forget_scope,
                                 steps=step, delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
-                                n_resamples=n_resamples, say=say, mode_given=mode is not None,
+                                n_resamples=n_resamples, say=say, mode_given=mode is not None, adversary=adv,
                                 requests=forget_request, about=forget_about or ["secret"],
                                 weigh_vectors=weigh_vectors, resolver=resolver)
         except KeyboardInterrupt:
@@ -122,17 +155,31 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"memkit audit: {exc}", err=True)
             raise typer.Exit(2) from exc
         seconds = time.perf_counter() - t0
-        verdicts = evaluate(result, conditions)
+        try:
+            delta = compare(snapshot, audit_snapshot(result)) if snapshot is not None else None
+        except ValueError as exc:
+            typer.echo(f"memkit audit: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        verdicts = evaluate(result, conditions, baseline=snapshot)
+        since = "\n".join(delta.lines()) + "\n" if delta is not None else ""
         if as_json:
             payload = result.to_dict()
+            payload["gates"] = gate_values(result)
             payload["fail_on"] = [{"condition": c.text, "failed": hit, "detail": msg} for c, hit, msg in verdicts]
+            if delta is not None:
+                payload["baseline"] = delta.to_dict()
             typer.echo(json.dumps(payload, indent=2, default=str))
         else:
             typer.echo(result.report)
+            if since:
+                typer.echo(since)
             for c, hit, msg in verdicts:
                 typer.echo(f"{'FAIL' if hit else 'ok  '} --fail-on {c.text}: {msg}")
         if junit is not None:
-            junit.write_text(junit_xml(target or "matrix", verdicts, result.report, seconds))
+            junit.write_text(junit_xml(target or "matrix", verdicts, result.report + ("\n" + since if since else ""),
+                                       seconds))
+        if sarif is not None:
+            write_sarif(audit_sarif(result, baseline=delta), sarif)
         if any(hit for _, hit, _ in verdicts):
             raise typer.Exit(1)
 

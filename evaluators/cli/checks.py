@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["InputError", "check_audit_inputs", "check_pg_uri"]
+__all__ = ["InputError", "check_audit_inputs", "check_output_file", "check_pg_uri"]
 
 
 class InputError(ValueError):
@@ -45,9 +45,25 @@ def check_pg_uri(uri: str, option: str = "--pg-uri", pgdata: Path | None = None)
         raise InputError(f"{option}: cannot connect: {first}") from exc
 
 
+def check_output_file(path: Path, option: str) -> None:
+    """A file a command will write (``--junit``, ``--sarif``): not a directory, in a
+    directory that exists and is writable.
+
+    Raises:
+        InputError: naming the option and what is wrong.
+    """
+    parent = path.expanduser().resolve().parent
+    if path.is_dir():
+        raise InputError(f"{option} {path}: is a directory; give a file name")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{option} {path}: the directory {parent} is not writable")
+
+
 def check_audit_inputs(*, forget_scope: str, mode: str | None, junit: Path | None, pg_uri: str | None,
                        pgdata: Path | None, data: str, target: str | None, matrix: bool,
-                       out: Path | None) -> None:
+                       out: Path | None, sarif: Path | None = None) -> None:
     """Every input of ``memkit audit`` that can be checked without running it.
 
     Raises:
@@ -65,14 +81,9 @@ def check_audit_inputs(*, forget_scope: str, mode: str | None, junit: Path | Non
     if mode not in (None, "none") and target in BUILTIN and target != "memkit":
         raise InputError(f"--mode {mode}: target {target} forgets through its own API; --mode chooses a deletion "
                          "mode of memkit's stores (target memkit, or your factory's MemkitStore)")
-    if junit is not None:
-        parent = junit.expanduser().resolve().parent
-        if junit.is_dir():
-            raise InputError(f"--junit {junit}: is a directory; give a file name")
-        if not parent.is_dir():
-            raise InputError(f"--junit {junit}: the directory {parent} does not exist")
-        if not os.access(parent, os.W_OK):
-            raise InputError(f"--junit {junit}: the directory {parent} is not writable")
+    for path, option in ((junit, "--junit"), (sarif, "--sarif")):
+        if path is not None:
+            check_output_file(path, option)
     if data != "synthetic" and not Path(data).expanduser().is_file():
         raise InputError(f"--data {data}: no such file (give a LongMemEval JSON file or 'synthetic')")
     if pgdata is not None and not (pgdata.expanduser() / "PG_VERSION").is_file():

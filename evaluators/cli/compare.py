@@ -20,14 +20,14 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Bootstrap seed."),
     ) -> None:
         """Put finished sweeps side by side: Table 2, frontier, FRS, paired differences with CIs."""
-        from evaluators.compare import (
+        from evaluators.report.compare import (
             METRICS,
             UnpairedRunsError,
             ci_text,
             compare_runs,
             paired_text,
         )
-        from evaluators.tables import signed_text
+        from evaluators.report.tables import signed_text
 
         try:
             result = compare_runs([str(d) for d in run_dirs], out, unpaired=unpaired,

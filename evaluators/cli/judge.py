@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Re-score a run's answers with an LLM judge; write rule–judge agreement into
         metrics.json and the report."""
-        from evaluators.judge_run import judge_run
+        from evaluators.scoring.judge_run import judge_run
         from memkit.models.chat import ModelSpecError, chat_model
 
         kw: dict[str, Any] = {}

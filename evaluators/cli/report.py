@@ -19,7 +19,11 @@ def register(app: typer.Typer) -> None:
             False, help="Mask planted canaries in hypotheses*.jsonl before anything reads them."),
     ) -> None:
         """(Re)write report.md, report.html and the figures from a sweep's metrics.json."""
-        from evaluators.report import canary_sentence, hypotheses_with_canaries, write_report
+        from evaluators.report.markdown import (
+            canary_sentence,
+            hypotheses_with_canaries,
+            write_report,
+        )
         from evaluators.rundir import NotARunDirectoryError, require_run
 
         try:

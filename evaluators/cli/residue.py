@@ -79,6 +79,54 @@ def _print_report(report: ResidueReport, limit: int, lines: list[int] | None = N
         console.print(f"[bold red]{report.total} copies remain[/]")
 
 
+def _finish(report: ResidueReport, secrets: list[str], as_json: bool, limit: int, sarif: Path | None,
+            baseline: Path | None, root: Path | None, lines: list[int] | None = None) -> None:
+    """Print the report (``lines``: each secret's line in --secrets-file), write
+    ``--sarif``, and exit 0/1/3; with ``--baseline`` only what is new or worse than
+    that run counts (1), then surfaces no longer read (3)."""
+    from evaluators.report.baseline import compare, load_baseline, residue_snapshot
+    from evaluators.report.sarif import residue_sarif, write_sarif
+
+    delta = None
+    if baseline is not None:
+        try:
+            delta = compare(load_baseline(baseline), residue_snapshot(report))
+        except ValueError as exc:
+            typer.echo(f"memkit residue: error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+    if as_json:
+        payload = report.to_dict()
+        for row in payload.get("per_secret", []) if lines else []:
+            row["line"] = lines[row["index"]]
+        if delta is not None:
+            payload["baseline"] = delta.to_dict()
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        _print_report(report, limit, lines)
+        if delta is not None:
+            typer.echo("\n".join(delta.lines("secrets")))
+    if sarif is not None:
+        write_sarif(residue_sarif(report, secrets, root=root, baseline=delta), sarif)
+    if delta is None:
+        raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])
+    raise typer.Exit(1 if delta.regressed else 3 if delta.new_unchecked else 0)
+
+
+def _check_outputs(sarif: Path | None, baseline: Path | None) -> None:
+    """``--sarif`` writable and ``--baseline`` readable before any scan (exit 2)."""
+    from evaluators.cli.checks import check_output_file
+    from evaluators.report.baseline import load_baseline
+
+    try:
+        if sarif is not None:
+            check_output_file(sarif, "--sarif")
+        if baseline is not None:
+            load_baseline(baseline)
+    except ValueError as exc:
+        typer.echo(f"memkit residue: error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
 def _is_pg(path: str) -> bool:
     from memkit.postgres.database import is_postgres_uri
 
@@ -116,7 +164,8 @@ def _secrets(secret: str | None, secrets_file: Path | None, user_turns: Path | N
 
 def _residue_pg(uri: str, secret: str | None, secrets_file: Path | None, user_turns: Path | None,
                 user: str | None, pgdata: Path | None, table: list[str], schema: list[str], checkpoint: bool,
-                other: dict[str, bool], as_json: bool, limit: int) -> None:
+                other: dict[str, bool], as_json: bool, limit: int, sarif: Path | None = None,
+                baseline: Path | None = None) -> None:
     """``memkit residue postgresql://...``: the report, and exit 0/1/3 (2 on bad input)."""
     from memkit.postgres.database import PgConnectError, scan_database
 
@@ -133,11 +182,7 @@ def _residue_pg(uri: str, secret: str | None, secrets_file: Path | None, user_tu
     except OSError as exc:
         typer.echo(f"memkit residue: error: cannot read the data directory: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if as_json:
-        typer.echo(report.to_json())
-    else:
-        _print_report(report, limit)
-    raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])
+    _finish(report, secrets, as_json, limit, sarif, baseline, pgdata)
 
 
 def register(app: typer.Typer) -> None:
@@ -149,7 +194,10 @@ def register(app: typer.Typer) -> None:
     copy remains, 2 for a path that is not a Chroma directory, a PostgreSQL URI that
     is malformed or cannot be reached, or another input error, 3 when no copy was
     found but some surface could not be checked or decoded in full (the report lists
-    which and why).
+    which and why). With ``--baseline``: 1 only for copies on a surface that held none
+    in the baseline (or of more secrets), else 3 for a surface the baseline read in
+    full and this run did not, else 0; the report lists what is new, fixed and known.
+    ``--sarif FILE`` writes SARIF 2.1.0 (:mod:`evaluators.report.sarif`).
     """
 
     @app.command("residue")
@@ -208,6 +256,12 @@ def register(app: typer.Typer) -> None:
         checkpoint: bool = typer.Option(
             False, "--checkpoint", help="postgresql://: run CHECKPOINT first, so that the files hold what the "
                                         "server's shared buffers hold (superuser or pg_checkpoint)."),
+        sarif: Path = typer.Option(
+            None, "--sarif", help="Write SARIF 2.1.0 here: one result per surface and secret, with locations."),
+        baseline: Path = typer.Option(
+            None, "--baseline", help="A previous run's --json or --sarif output: exit 1 only for copies on a "
+                                     "surface that held none then (or of more secrets), and list what was fixed."),
+        verbose: bool = typer.Option(False, "--verbose", help="Let other libraries' warnings and log lines through."),
     ) -> None:
         """Find every copy of SECRET left in a Chroma directory (and LLM caches).
 
@@ -222,11 +276,13 @@ def register(app: typer.Typer) -> None:
         """
         pg_only = {"--pgdata": pgdata is not None, "--table": bool(table), "--schema": bool(schema),
                    "--checkpoint": checkpoint}
+        _check_outputs(sarif, baseline)
         if path is not None and _is_pg(path):
             if secret == "-":
                 secret = sys.stdin.readline().rstrip("\n")
             _residue_pg(path, secret, secrets_file, user_turns, user, pgdata, table, schema, checkpoint,
-                        {"--run": run is not None, "--cache": bool(cache), "--also": bool(also)}, as_json, limit)
+                        {"--run": run is not None, "--cache": bool(cache), "--also": bool(also)}, as_json, limit,
+                        sarif, baseline)
             return
         if any(pg_only.values()):
             typer.echo(f"memkit residue: error: {', '.join(k for k, v in pg_only.items() if v)} only with a "
@@ -265,11 +321,4 @@ def register(app: typer.Typer) -> None:
         except (sqlite3.Error, OSError) as exc:
             typer.echo(f"memkit residue: error: cannot read {path}: {exc}", err=True)
             raise typer.Exit(2) from exc
-        if as_json:
-            out = report.to_dict()
-            for row in out.get("per_secret", []) if lines else []:
-                row["line"] = lines[row["index"]]
-            typer.echo(json.dumps(out, indent=2))
-        else:
-            _print_report(report, limit, lines)
-        raise typer.Exit({"clean": 0, "copies remain": 1, "incomplete": 3}[report.verdict])
+        _finish(report, given, as_json, limit, sarif, baseline, Path(path), lines)

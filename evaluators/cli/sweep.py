@@ -45,7 +45,8 @@ def _int_list(text: str, name: str) -> list[int]:
 
 _OPTION_NAMES = {"ks": "--k", "n": "--n", "summary_levels": "--summary-levels", "data": "--data",
                  "deletion_modes": "--deletion-modes", "workers": "--workers",
-                 "n_resamples": "--n-resamples", "max_tokens": "--max-tokens"}
+                 "n_resamples": "--n-resamples", "max_tokens": "--max-tokens", "probes": "--probes",
+                 "attack_budget": "--attack-budget", "attacker_model": "--attacker-model"}
 
 
 def _n_option(text: str) -> int | None:
@@ -105,8 +106,8 @@ def register(app: typer.Typer) -> None:
         target: str | None = typer.Option(
             None, "--target",
             help="Sweep a memory system instead of a design: langgraph, langmem, mem0, memkit or "
-                 "module:factory (your agent: a factory returning a graph, {'agent','store','checkpointer'} "
-                 "or a Target; the current directory is importable)."),
+                 "module:factory (your agent: a factory returning a graph, a mapping of agent, store and "
+                 "checkpointer, or a Target; the current directory is importable)."),
         backend: str | None = typer.Option(None, help="--target langgraph/langmem backend: memory, sqlite, postgres."),
         pg_uri: str | None = typer.Option(
             None, "--pg-uri", help="--target backend postgres: the server (default: a temporary one)."),
@@ -121,6 +122,16 @@ def register(app: typer.Typer) -> None:
             None, "--forget-resolver", help="Chat model spec that judges requests (default: deterministic)."),
         weigh_vectors: bool = typer.Option(False, "--weigh-vectors", help="Weigh the leftover vectors at every "
                                                                           "scan (re-identification, attributes)."),
+        probes: list[str] = typer.Option([], "--probes", help="Probes beyond the study's nine (repeatable): "
+                                         "'library' (memkit's probe library) or a JSON probe file."),
+        attack_budget: int | None = typer.Option(None, "--attack-budget", help="Adaptive attacker's queries per "
+                                                 "user, phase and k (default 0: none; 30 with --adversary)."),
+        attacker_model: str | None = typer.Option(None, "--attacker-model", help="Chat model spec that plans the "
+                                                  "adaptive queries (default: the seeded policy)."),
+        membership: bool = typer.Option(False, "--membership", help="Membership inference before and after each "
+                                        "forget (AUC, TPR at 1% FPR)."),
+        adversary: bool = typer.Option(False, "--adversary", help="All of it: --probes library --attack-budget 30 "
+                                       "--membership."),
     ) -> None:
         """Run the full-factorial LongMemEval sweep and write results, metrics and a report."""
         from memkit.dataset.longmemeval import LongMemEvalError
@@ -129,6 +140,12 @@ def register(app: typer.Typer) -> None:
         try:
             ks = _int_list(k, "--k")
             levels = _int_list(summary_levels, "--summary-levels")
+            if adversary:
+                from evaluators.adversary.run import ADVERSARY_DEFAULTS
+
+                probes = list(probes) or ADVERSARY_DEFAULTS["probes"]
+                attack_budget = ADVERSARY_DEFAULTS["attack_budget"] if attack_budget is None else attack_budget
+                membership = True
         except _OptionError as exc:
             typer.echo(f"memkit sweep: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -160,7 +177,13 @@ def register(app: typer.Typer) -> None:
                 forget_about=[x.strip() for x in forget_about.split(",") if x.strip()],
                 forget_resolver=forget_resolver,
                 weigh_vectors=weigh_vectors,
+                probes=list(probes),
+                attack_budget=attack_budget or 0,
+                attacker_model=attacker_model,
+                membership=membership,
             )
+            if attacker_model is not None and not attack_budget:
+                raise _OptionError("--attacker-model plans the adaptive attack: give --attack-budget too")
             if target is not None and design:
                 raise _OptionError("--target and --design: give one (a target is the memory system itself)")
             if target is None and (backend or pg_uri or pgdata):
@@ -223,7 +246,7 @@ def register(app: typer.Typer) -> None:
                 level = "" if row["S"] is None else f" S={row['S']}"
                 typer.echo(f"  {name}{level}: PR={row['PR']:.2f} AER_max={row['AER_max']:.2f} PUA={pua}")
         typer.echo(f"  report: {out / ('compare.md' if 'designs' in metrics else 'report.md')}")
-        from evaluators.report import canary_sentence, hypotheses_with_canaries
+        from evaluators.report.markdown import canary_sentence, hypotheses_with_canaries
 
         for run_dir in ([out / name for name in by_design] if "designs" in metrics else [out]):
             line = canary_sentence(hypotheses_with_canaries(run_dir))

@@ -19,7 +19,7 @@ Each unit runs a memory design (:mod:`graphs.designs`; ``--design``, default
 ``study``, the source study's pipeline) through its compiled write and read graphs:
 the design's summarizer, retriever and responder are the nodes called. Several
 designs (``--design`` repeated) run one after another into ``--out/<design>/``
-with one shared LLM cache, and :mod:`evaluators.compare` writes their comparison
+with one shared LLM cache, and :mod:`evaluators.report.compare` writes their comparison
 into ``--out``.
 
 Output directory (``--out``):
@@ -31,7 +31,8 @@ Output directory (``--out``):
     one ``{"type": "call", ...}`` record per scored call: ``design``, ``unit``, ``question_id``,
     ``question_type``, ``S``, ``k``, ``phase`` (``main``/``forget``), ``mode``,
     ``tier`` (retrieval tier restriction in the residue phase; ``null`` = the
-    design's tiers), ``query_kind`` (``question``/``probe``), ``level``,
+    design's tiers), ``query_kind`` (``question``/``probe``; ``attack``/``membership``
+    with the adversary, :mod:`evaluators.adversary.run`), ``level``,
     ``template_id``, ``query``, ``response``, ``expected``, ``correct``,
     ``extraction`` (exact / normalized / partial), ``context_exposed`` (canary in
     the retrieved context), ``retrieved_ids``, ``retrieved_tiers``, ``latency_s``
@@ -50,7 +51,7 @@ Output directory (``--out``):
     LongMemEval's format ``{"question_id", "hypothesis"}`` for the first S and the
     largest k; ``hypotheses/S{S}_k{k}.jsonl`` for every design.
 ``report.md``, ``report.html``, ``frontier.png``, ``probes.png``, ``frs.png``, ``forensic.png``
-    :func:`evaluators.report.write_report` (the study's findings checked on the run
+    :func:`evaluators.report.markdown.write_report` (the study's findings checked on the run
     are also stored as ``findings`` in ``metrics.json``).
 ``llm_cache.sqlite``
     the LLM cache shared by all units: no prompt is sent twice in a sweep, nor
@@ -85,13 +86,3 @@ __all__ = [
     "sum_tokens",
     "write_outputs_for",
 ]
-
-
-def __getattr__(name: str):
-    # ``register_cli`` moved to the command layer (evaluators/cli/sweep.py); imported
-    # lazily so that importing the sweep library does not import typer.
-    if name == "register_cli":
-        from evaluators.cli.sweep import register
-
-        return register
-    raise AttributeError(f"module 'evaluators.sweep' has no attribute {name!r}")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from graphs.forget import DELETION_MODES, STUDY_MODES
-from memkit.dataset.longmemeval import Instance, load, sample
-from memkit.dataset.synthetic import synthetic
+from memkit.dataset.draw import draw_instances
+from memkit.dataset.longmemeval import Instance
 
 DEFAULT_KS = (1, 3, 6, 10, 25)
 RESULTS = "results.jsonl"
@@ -89,6 +88,12 @@ class SweepConfig(BaseModel):
             deterministic resolver, :mod:`graphs.forget_request`).
         weigh_vectors: weigh the leftover vectors at every scan
             (:mod:`memkit.residue.weigh`).
+        probes: probe sets beyond the study's (``library``, probe files;
+            :func:`evaluators.adversary.resolve_probes`); a file's SHA-256 is part of
+            the identity. attack_budget: the adaptive attacker's queries per user.
+        attacker_model: a chat model spec that plans the adaptive queries (``None``:
+            the seeded policy). membership: run membership inference. With none of
+            them set, a run's records and identity are those of a run before them.
     """
 
     data: str = "synthetic"
@@ -139,6 +144,10 @@ class SweepConfig(BaseModel):
         if bad or not v:
             raise ValueError(f"forget requests are about {list(ABOUT)}; got {v}")
         return [a for a in ABOUT if a in v]
+    probes: list[str] = Field(default_factory=list)
+    attack_budget: int = Field(0, ge=0)
+    attacker_model: str | None = None
+    membership: bool = False
 
     @field_validator("executor")
     @classmethod
@@ -183,6 +192,20 @@ class SweepConfig(BaseModel):
             raise ValueError(f"unknown deletion modes {bad}; choose from {list(DELETION_MODES)}")
         return [m for m in DELETION_MODES if m in v]
 
+    def deletions(self, *, fork: bool, label: str | None = None) -> tuple[Any, ...]:
+        """A unit's deletions (:class:`evaluators.runner.Deletion`): each deletion mode on
+        its own copy, then each forget request kind about each item after each mode but
+        ``none`` (on a copy); a target that cannot copy its memory forgets once, in place,
+        with ``label``."""
+        from evaluators.runner import Deletion
+
+        if not fork:
+            return (Deletion(label or "forget"),) if self.deletion_modes else ()
+        out = [Deletion(mode, on_copy=True) for mode in self.deletion_modes]
+        out += [Deletion(mode, on_copy=True, request=kind, about=about) for mode in self.deletion_modes
+                if mode != "none" for about in self.forget_about for kind in self.forget_requests]
+        return tuple(out)
+
     def model_kwargs(self) -> dict[str, Any]:
         """Constructor options for :func:`memkit.models.chat.chat_model` from this config.
 
@@ -217,9 +240,42 @@ class SweepConfig(BaseModel):
             # where the database lives changes no result (each unit has a schema of its
             # own) and a connection string may hold a password: never written
             ident["target_options"] = {k: v for k, v in self.target_options.items() if k not in ("pg_uri", "pgdata")}
+        for key, default in (("probes", []), ("attack_budget", 0), ("attacker_model", None), ("membership", False)):
+            if ident.get(key) == default:
+                ident.pop(key, None)  # a run without the adversary keeps its identity
+        files = [p for p in self.probes if p not in ("library", "study")]
+        if files:
+            ident["probes_sha256"] = {p: _file_sha256(p) for p in files}
         if self.data != "synthetic":
             ident["data_sha256"] = _file_sha256(self.data)
         return ident
+
+    def adversary(self) -> Any:
+        """The :class:`evaluators.adversary.AdversaryPlan` of ``probes``,
+        ``attack_budget``, ``attacker_model`` and ``membership`` (token canaries), or
+        ``None`` when none is set.
+
+        Raises:
+            ValueError: a bad probe file or option (named).
+        """
+        from evaluators.adversary import adversary_plan
+
+        return adversary_plan(self.probes or None, budget=self.attack_budget, attacker_model=self.attacker_model,
+                              membership=self.membership)
+
+    @field_validator("probes")
+    @classmethod
+    def _probes(cls, v: list[str]) -> list[str]:
+        out = []
+        for spec in v:
+            if spec in ("library", "study"):
+                out.append(spec)
+                continue
+            p = Path(spec).expanduser()
+            if not p.is_file():
+                raise ValueError(f"{spec}: no such probe file (give 'library' or a JSON probe file)")
+            out.append(str(p.resolve()))
+        return out
 
     @field_validator("data")
     @classmethod
@@ -246,33 +302,15 @@ def _file_sha256(path: str) -> str:
 
 
 def load_instances(config: SweepConfig) -> list[Instance]:
-    """The sweep's instances: ``n`` synthetic ones, or a seeded stratified sample of a file.
-
-    ``n=None``, or ``n`` larger than the file, takes every instance of the file (the
-    latter with a warning).
+    """The sweep's instances (:func:`memkit.dataset.draw.draw_instances` with the
+    config's data, ``n``, seed and synthetic sizes).
 
     Raises:
         memkit.dataset.longmemeval.LongMemEvalError: a malformed file (names file, record, field).
         ValueError: ``n=None`` with synthetic data.
     """
-    if config.data == "synthetic":
-        if config.n is None:
-            raise ValueError("--n all needs --data FILE; synthetic data takes a number")
-        size = {
-            "sessions_per_instance": _size(config.synthetic_sessions),
-            "turns_per_session": _size(config.synthetic_turns),
-        }
-        return synthetic(config.n, config.seed, **size)
-    instances = load(config.data)
-    if config.n is not None and config.n > len(instances):
-        warnings.warn(
-            f"--n {config.n} exceeds the {len(instances)} instances in {config.data}: "
-            f"taking all {len(instances)}",
-            stacklevel=2,
-        )
-    if config.n is None or config.n >= len(instances):
-        return list(instances)
-    return sample(instances, config.n, config.seed, stratify=True)
+    return draw_instances(config.data, config.n, config.seed, sessions=_size(config.synthetic_sessions),
+                          turns=_size(config.synthetic_turns))
 
 
 def _size(v: int | list[int]) -> int | tuple[int, int]:

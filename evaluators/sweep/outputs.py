@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.aggregate import compute_metrics
-from evaluators.findings import evaluate_findings
+from evaluators.report.findings import evaluate_findings
 from evaluators.rundir import run_settings
 from evaluators.sweep.config import SweepConfig
 from memkit.models.chat import add_usage
@@ -36,7 +36,7 @@ def hypotheses_name(S: int | None, k: int | None) -> str:
 
 def write_outputs_for(out: Path, records: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
     """Write ``metrics.json``, the hypotheses files and the report from ``records``."""
-    from evaluators.report import write_report
+    from evaluators.report.markdown import write_report
 
     metrics = compute_metrics(records, n_resamples=config.n_resamples, seed=config.seed)
     markers = [r for r in records if r["type"] == "unit_done"]

@@ -65,7 +65,7 @@ def run_sweep(
             One design runs into ``out``. Several run one after another into
             ``out/<design name>/`` (each a complete run; ``--resume`` continues each)
             sharing one LLM cache ``out/llm_cache.sqlite``, then
-            :func:`evaluators.compare.compare_runs` writes their comparison (paired
+            :func:`evaluators.report.compare.compare_runs` writes their comparison (paired
             differences with CIs) into ``out``. A design object (not a name or spec)
             runs in-process (``workers`` is not used).
         cache_path: the LLM cache file (default ``out/llm_cache.sqlite``).
@@ -94,6 +94,7 @@ def run_sweep(
                            write_outputs=write_outputs, cache_path=cache_path)
     specs = list(designs) if designs else [config.design]
     check_out_dir(out, "designs" if len(specs) > 1 else "sweep")
+    _check_adversary(config)  # a bad probe file or attacker model fails before out is touched
     resolved = [resolve_design(d) for d in specs]  # a bad spec fails before out is touched
     names = [d.name for d in resolved]
     if len(set(names)) != len(names):
@@ -150,6 +151,7 @@ def _run_target(config: SweepConfig, out: Path, *, resume: bool, progress: bool,
 
     check_out_dir(out, "sweep")
     levels = target_levels(config)  # a bad spec fails here, before out is touched
+    _check_adversary(config)
     say = announce if progress else (lambda _msg: None)
     say(f"loading data ({config.data})")
     instances = load_instances(config)
@@ -178,7 +180,7 @@ def _run_designs(config: SweepConfig, out: Path, specs: list[str | MemoryDesign]
                                             cache_path=cache, write_outputs=write_outputs, **kw)
     if not write_outputs:
         return {}
-    from evaluators.compare import compare_runs
+    from evaluators.report.compare import compare_runs
 
     result = compare_runs([out / d.name for d in resolved], out, n_resamples=config.n_resamples, seed=config.seed)
     return {"designs": per_design, "compare": result}
@@ -292,6 +294,19 @@ def _run_locked(
     return write_outputs_for(out, records, config)
 
 
+def _check_adversary(config: SweepConfig) -> None:
+    """Read the probe files and check the attacker model's spec (``ValueError`` naming
+    the option)."""
+    config.adversary()
+    if config.attacker_model:
+        from memkit.models.chat import ModelSpecError, check_spec
+
+        try:
+            check_spec(config.attacker_model, **config.model_kwargs())
+        except ModelSpecError as exc:
+            raise ValueError(f"--attacker-model: {exc}") from exc
+
+
 def _covers(n: int | None, count: int) -> bool:
     """``n`` takes every one of ``count`` instances (``None`` = all)."""
     return n is None or n >= count
@@ -325,6 +340,13 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
     def count(n: int, word: str) -> str:
         return f"{n} {word}{'' if n == 1 else 's'}"
 
+    adv = config.adversary()
+    adv_text = ""
+    if adv is not None:
+        from evaluators.adversary import cost_text
+
+        phases = 1 + (len(config.deletion_modes) if adv.after_forget else 0)
+        adv_text = "; " + cost_text(adv, len(config.ks), phases) + " per unit"
     head = (f"{count(len(instances), 'instance')} x S={','.join(map(str, config.summary_levels))}: "
             f"{count(n_units, 'unit')}"
             + (f" ({done} already done, {n_todo} to run)" if done else ""))
@@ -335,11 +357,11 @@ def cost_line(config: SweepConfig, instances: Sequence[Instance], n_units: int, 
                 + (f" ({done} already done, {n_todo} to run)" if done else "")
                 + f"; per unit up to {turns} feed turns, {1 + n_probes} queries per k before the forget and "
                 f"{n_probes + 1} per k after it, {n_probes} more per tier where recall can be restricted "
-                "(each one agent call)")
+                "(each one agent call)" + adv_text)
     if config.model == "extractive" and (config.summarizer_model or "extractive") == "extractive":
-        return head + "; model-free (extractive), no LLM calls"
+        return head + "; model-free (extractive), no LLM calls" + adv_text
     return (f"{head}; up to {per_unit} LLM calls per unit ({main} main = {1 + n_probes} queries x {nk} k, "
             f"{forget} after forgetting = {count(len(config.deletion_modes), 'mode')} x {n_probes * len(TIERS) + 1} "
             f"queries x {nk} k, {summaries} summaries), up to {per_unit * n_todo} in all "
-            "(repeats come from the LLM cache); fewer k, S or --deletion-modes cost less")
+            "(repeats come from the LLM cache); fewer k, S or --deletion-modes cost less" + adv_text)
 

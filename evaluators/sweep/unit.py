@@ -6,24 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaluators.runner import Deletion, UnitPlan, run_unit, safe_dir_name
+from evaluators.runner import UnitPlan, run_unit, safe_dir_name
 from evaluators.sweep.config import SweepConfig, unit_collection, unit_id
 from evaluators.sweep.read_path import shared_model
 from graphs.designs import MemoryDesign, resolve_design
 from memkit.dataset.longmemeval import Instance
 from memkit.store.cache import LLMCache
-
-
-def sweep_deletions(config: SweepConfig, *, fork: bool, label: str | None = None) -> tuple[Deletion, ...]:
-    """A unit's deletions: each deletion mode on its own copy, then each forget request
-    kind about each item after each mode but ``none`` (on a copy; a target that cannot
-    copy its memory forgets once, in place, with ``label``, and its requests are n/a)."""
-    if not fork:
-        return (Deletion(label or "forget"),) if config.deletion_modes else ()
-    out = [Deletion(mode, on_copy=True) for mode in config.deletion_modes]
-    out += [Deletion(mode, on_copy=True, request=kind, about=about) for mode in config.deletion_modes
-            if mode != "none" for about in config.forget_about for kind in config.forget_requests]
-    return tuple(out)
 
 
 def run_sweep_unit(
@@ -81,8 +69,8 @@ def run_sweep_unit(
                                 resolver=config.forget_resolver)
     plan = UnitPlan(
         unit=unit, seed=config.seed, S=S, ks=tuple(config.ks), tiers=design.tiers_for(S),
-        deletions=sweep_deletions(config, fork=True),
-        overall_probes=False,
+        deletions=config.deletions(fork=True),
+        overall_probes=False, adversary=config.adversary(),
         keep_dir=Path(stores_dir) / safe_dir_name(instance.question_id) / f"S{S}" if stores_dir else None,
         weigh_vectors=config.weigh_vectors,
     )

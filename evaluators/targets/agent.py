@@ -51,7 +51,7 @@ from evaluators.agents import (
     check_callable,
     has_messages_channel,
 )
-from evaluators.targets.base import Answer, NotApplicable, Query, Target
+from evaluators.targets.base import Answer, NotApplicable, Query, Recalled, Target
 from evaluators.targets.stores import LazyEmbedder, attach, store_items
 
 __all__ = ["AgentTarget", "as_target"]
@@ -232,14 +232,8 @@ class AgentTarget(Target):
 
     def forget_request(self, request: str, user_id: str) -> Any:
         """Forget what ``request`` asks (module doc); a :class:`graphs.forget_request.RequestForget`."""
-        from graphs.forget_request import (
-            Item,
-            RequestForget,
-            Resolution,
-            forget_strings,
-            resolve,
-            store_items,
-        )
+        from graphs.forget import forget_strings
+        from graphs.forget_request import Item, RequestForget, Resolution, resolve, store_items
 
         if self.forget_fn is not None or not (_is_base_store(self.store) or _is_memkit_store(self.store)):
             raise NotApplicable(f"{self.name} takes only a secret to forget, not a request in words")
@@ -304,6 +298,21 @@ class AgentTarget(Target):
         if self.savers:
             self.delete_threads(user_id)
         return len(doomed)
+
+    def memories(self, user_id: str) -> list[Recalled] | None:
+        """The user's items of a ``BaseStore`` (text: a ``content`` string value, else
+        the value as JSON); ``None`` for other stores."""
+        if not _is_base_store(self.store) or _is_memkit_store(self.store):
+            return None
+        import json
+
+        out = []
+        for item in self._user_items(user_id):
+            value = item.value
+            text = value.get("content") if isinstance(value, dict) and isinstance(value.get("content"), str) \
+                else json.dumps(value, ensure_ascii=False, default=str)
+            out.append(Recalled("/".join([*item.namespace, str(item.key)]), None, text))
+        return out
 
     def threads_of(self, user_id: str) -> set[str]:
         """Every thread of the user: the checkpointers' (metadata ``user_id``) and those

@@ -47,6 +47,7 @@ __all__ = [
     "Recalled",
     "Surface",
     "SurfaceScan",
+    "Talk",
     "Target",
     "copies_in",
     "load_target",
@@ -224,6 +225,26 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Talk:
+    """One conversation the runner holds with a target (:mod:`evaluators.runner`): several
+    turns in one thread.
+
+    Attributes:
+        key: names its fresh thread (unique per user, phase and k).
+        turns: the texts sent, in order, in one thread.
+        k: recall breadth (``None``: the target's own).
+        thread: an earlier thread to continue instead of a fresh one.
+        fields: record fields to add (``query_kind``, the probe's id and family ...).
+    """
+
+    key: str
+    turns: tuple[str, ...]
+    k: int | None = None
+    thread: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Recalled:
     """One memory a target recalled for an answer: its id, tier and text."""
 
@@ -361,6 +382,12 @@ class Target(ABC):
     def surfaces(self) -> list[Surface]:
         """The surfaces the system keeps (default none)."""
         return []
+
+    def memories(self, user_id: str) -> list[Recalled] | None:
+        """The records the system stores for ``user_id`` (raw turns, summaries, facts),
+        as its recall would return them; ``None`` when it cannot list them (the
+        default: memory extraction then counts the user turns fed in)."""
+        return None
 
     def deletion_steps(self) -> dict[str, Callable[[], Any]]:
         """Deletion steps beyond the API delete, by name, in the order they apply

@@ -6,7 +6,8 @@ the surfaces to gate on, ``residue:-disk_pg_wal`` gates on every surface but tho
 ``unchecked`` (narrowed the same way), ``vacuous`` (the forget had nothing to remove:
 no probe extracted a canary before it and no surface held one), or ``METRIC OP
 NUMBER`` (METRIC one of :data:`METRICS`); a metric the run did not measure (n/a) trips
-its condition, so CI never passes on a number that does not exist.
+its condition, so CI never passes on a number that does not exist. With a baseline
+(:mod:`evaluators.report.baseline`) a condition counts only what is new or worse than it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ __all__ = ["METRICS", "Condition", "evaluate", "junit_xml", "parse_condition", "
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
         "!=": operator.ne}
-METRICS = ("aer_max", "aer_after_max", "pr", "pr_after", "frs_worst", "residue_users")
-"""Metrics a ``--fail-on`` condition may compare."""
+METRICS = ("aer_max", "aer_after_max", "pr", "pr_after", "frs_worst", "residue_users", "aer_adversary",
+           "aer_adversary_after", "membership_auc")
+"""Metrics a ``--fail-on`` condition may compare (``aer_adversary``: the adversary's
+strongest set before the forget, ``_after`` after it; ``membership_auc``: the membership
+AUC before the forget; n/a without ``--probes``/``--attack-budget``/``--membership``)."""
 _COND = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*([-+]?\d+(?:\.\d*)?|\.\d+)\s*$")
 _SURFACE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -84,14 +88,32 @@ def _metric(result: Any, name: str) -> float | None:
         return result.pr_after
     if name == "frs_worst":
         return None if result.frs is None else result.frs.get("worst")
+    if name == "aer_adversary":
+        return result.strongest("main")
+    if name == "aer_adversary_after":
+        return result.strongest("forget")
+    if name == "membership_auc":
+        return result.membership_auc("main")
     if name == "residue_users":
         vals = [v for v in (result.residue or {}).values() if v is not None]
         return float(max(vals)) if vals else None
     raise ValueError(name)
 
 
-def evaluate(result: Any, conditions: Sequence[Condition]) -> list[tuple[Condition, bool, str]]:
-    """``(condition, tripped, message)`` for each condition against an audit result."""
+def evaluate(result: Any, conditions: Sequence[Condition], baseline: Any = None) -> list[tuple[Condition, bool, str]]:
+    """``(condition, tripped, message)`` for each condition against an audit result.
+
+    With ``baseline`` (an :class:`evaluators.report.baseline.Snapshot` of a previous run), a
+    condition counts only what is new or worse (:func:`evaluators.report.baseline.compare`):
+    ``residue`` a surface that held no copy in the baseline or holds more users' now,
+    ``unchecked`` a surface the baseline read in full, a metric a value beyond the
+    baseline's CI in the failing direction; the message names what is known.
+    """
+    delta = None
+    if baseline is not None:
+        from evaluators.report.baseline import audit_snapshot, compare
+
+        delta = compare(baseline, audit_snapshot(result))
     out = []
     for c in conditions:
         if c.kind == "residue":
@@ -99,13 +121,20 @@ def evaluate(result: Any, conditions: Sequence[Condition]) -> list[tuple[Conditi
                 out.append((c, True, "no residue was measured on these surfaces (no forget, or no such surface)"))
                 continue
             held = {s: k for s, k in result.residue.items() if k and c.applies(s)}
+            if delta is not None:
+                out.append(_residue_vs_baseline(c, held, delta))
+                continue
             out.append((c, bool(held), "copies remain: " + ", ".join(f"{s} ({k} users)" for s, k in held.items())
                         if held else "no surface holds a canary after the forget"))
         elif c.kind == "unchecked":
             un = {s: r for s, r in (result.residue_unchecked or {}).items() if c.applies(s)}
-            out.append((c, bool(un), "not checked or partly read: "
-                        + "; ".join(f"{s} ({', '.join(map(str, r))})" for s, r in un.items())
-                        if un else "every surface was read"))
+            known = {s for s in un if baseline is not None and s in baseline.unchecked}
+            fresh = {s: r for s, r in un.items() if s not in known}
+            msg = ("not checked or partly read: " + "; ".join(f"{s} ({', '.join(map(str, r))})" for s, r in fresh.items())
+                   if fresh else "every surface was read")
+            if known:
+                msg += "; known (in the baseline): " + ", ".join(sorted(known))
+            out.append((c, bool(fresh), msg))
         elif c.kind == "vacuous":
             if result.exercised is None:
                 out.append((c, True, "no forget ran, so it was not exercised"))
@@ -116,11 +145,39 @@ def evaluate(result: Any, conditions: Sequence[Condition]) -> list[tuple[Conditi
         else:
             v = _metric(result, c.metric or "")
             if v is None:
-                out.append((c, True, f"{c.metric} is n/a in this run"))
+                was = None if baseline is None else (baseline.gates.get(c.metric or "") or {}).get("value", 0)
+                if baseline is not None and was is None:
+                    out.append((c, False, f"{c.metric} is n/a in this run and in the baseline"))
+                else:
+                    out.append((c, True, f"{c.metric} is n/a in this run"))
             else:
                 hit = _OPS[c.op or ">"](v, c.value)
-                out.append((c, hit, f"{c.metric} = {v:.4g}"))
+                msg = f"{c.metric} = {v:.4g}"
+                if hit and baseline is not None:
+                    from evaluators.report.baseline import metric_worse
+
+                    hit, why = metric_worse(c.metric or "", c.op or ">", v, baseline)
+                    msg += f" ({why})"
+                out.append((c, hit, msg))
     return out
+
+
+def _residue_vs_baseline(c: Condition, held: dict[str, int], delta: Any) -> tuple[Condition, bool, str]:
+    """A residue condition against a baseline: it trips on new or worse surfaces only."""
+    new = {s: k for s, k in held.items() if s in delta.new}
+    worse = {s: delta.worse[s] for s in held if s in delta.worse}
+    known = {s: k for s, k in held.items() if s not in new and s not in worse}
+    parts = []
+    if new:
+        parts.append("new: " + ", ".join(f"{s} ({k} users)" for s, k in new.items()))
+    if worse:
+        parts.append("worse: " + ", ".join(f"{s} ({a} -> {b} users)" for s, (a, b) in worse.items()))
+    if known:
+        parts.append("known (in the baseline): " + ", ".join(f"{s} ({k} users)" for s, k in known.items()))
+    fixed = {s: k for s, k in delta.fixed.items() if c.applies(s)}
+    if fixed:
+        parts.append("fixed since: " + ", ".join(f"{s} ({k} users then)" for s, k in fixed.items()))
+    return c, bool(new or worse), "; ".join(parts) or "no surface holds a canary after the forget"
 
 
 def junit_xml(target: str, verdicts: Sequence[tuple[Condition, bool, str]], report: str, seconds: float) -> str:
@@ -143,16 +200,17 @@ def junit_xml(target: str, verdicts: Sequence[tuple[Condition, bool, str]], repo
 
 def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope: str, steps: Sequence[str],
                delete_threads: bool, n: int, seed: int, data: str, kind: str, n_resamples: int,
-               say: Any = None, mode_given: bool = False, requests: Sequence[str] = (),
+               say: Any = None, mode_given: bool = False, adversary: Any = None, requests: Sequence[str] = (),
                about: Sequence[str] = ("secret",), weigh_vectors: bool = False, resolver: str | None = None) -> Any:
     """Load ``spec`` (:func:`evaluators.targets.base.load_target`), make it a target
     (:func:`evaluators.targets.agent.as_target`: a Target, a graph, a mapping
     ``{"agent", "store", "checkpointer", ...}`` or a tuple) and audit it.
 
     ``mode_given``: the user chose ``mode``; a target it cannot apply to (one that
-    forgets through its own API) is refused before any work. ``requests``, ``about``,
-    ``weigh_vectors``: forget requests in words and leftover-vector weighing
-    (:func:`evaluators.audit.audit_plan`); ``resolver``: the chat model spec that
+    forgets through its own API) is refused before any work. ``adversary``: an
+    :class:`evaluators.adversary.AdversaryPlan` (``None``: the study's probes only).
+    ``requests``, ``about``, ``weigh_vectors``: forget requests in words and leftover-vector
+    weighing (:func:`evaluators.audit.audit_plan`); ``resolver``: the chat model spec that
     judges requests (a factory that takes ``resolver``).
 
     Returns:
@@ -177,12 +235,12 @@ def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope
             return run_target(spec, options={**options, "pg_uri": server.get_uri(), "pgdata": root}, mode=mode,
                               forget_scope=forget_scope, steps=steps, delete_threads=delete_threads, n=n,
                               seed=seed, data=data, kind=kind, n_resamples=n_resamples, say=say,
-                              mode_given=mode_given, requests=requests, about=about, weigh_vectors=weigh_vectors,
-                              resolver=resolver)
+                              mode_given=mode_given, adversary=adversary, requests=requests, about=about,
+                              weigh_vectors=weigh_vectors, resolver=resolver)
     instances = load_audit_instances(data, n, seed)
     plan = audit_plan(forget=mode != "none", label="?", forget_scope=forget_scope, steps=steps,
-                      delete_threads=delete_threads, seed=seed, kind=kind, forget_requests=requests,
-                      forget_about=about, weigh_vectors=weigh_vectors)
+                      delete_threads=delete_threads, seed=seed, kind=kind, adversary=adversary,
+                      forget_requests=requests, forget_about=about, weigh_vectors=weigh_vectors)
     if say:
         say(f"building target {spec}")
     made = load_target(spec, mode=mode, **options, **({"resolver": resolver} if resolver else {}))

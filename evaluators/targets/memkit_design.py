@@ -212,6 +212,10 @@ class MemkitDesignTarget(Target):
         forked.kmax, forked.users = self.kmax, list(self.users)
         return forked
 
+    def memories(self, user_id: str) -> list[Recalled]:
+        """Every chunk of the user's namespace (raw turns and summaries at ``S``)."""
+        return [Recalled(c.id, c.tier, c.text) for c in self.store.chunks(namespace=user_id)]
+
     def surfaces(self) -> list[Surface]:
         """The residue surfaces of the store, and of the LLM cache when there is one
         (module doc)."""

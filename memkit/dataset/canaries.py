@@ -38,6 +38,7 @@ __all__ = [
     "ALNUM",
     "GRAMMAR_SIZE",
     "KINDS",
+    "KIND_PATTERNS",
     "SENTENCES",
     "TOKEN_RE",
     "WORDS",
@@ -46,10 +47,13 @@ __all__ = [
     "draw",
     "draw_secret",
     "eligible_turns",
+    "grammar_size",
     "instance_rng",
+    "kind_of",
     "luhn_check_digit",
     "plant",
     "plant_all",
+    "skeleton_slots",
     "weave_sentence",
 ]
 
@@ -187,6 +191,74 @@ def draw_secret(rng: np.random.Generator, kind: str = "token") -> str:
     if kind == "api_key":
         return "sk-" + _chars(rng, _BASE62, 32)
     raise CanaryError(f"unknown canary kind {kind!r}; expected one of {KINDS}")
+
+
+LUHN = "luhn"
+"""A slot of :func:`skeleton_slots`: the Luhn check digit of the digits before it."""
+
+KIND_PATTERNS: dict[str, re.Pattern[str]] = {
+    "token": re.compile(TOKEN_RE.pattern.replace("(?<![A-Z0-9])", "").replace("(?![0-9])", "")),
+    "email": re.compile(rf"(?:{'|'.join(w.lower() for w in WORDS)})\.[a-z0-9]{{3}}[0-9]{{4}}@"
+                        rf"(?:{'|'.join(re.escape(d) for d in _EMAIL_DOMAINS)})"),
+    "phone": re.compile(r"\+1-[2-9][0-9]{2}-[2-9][0-9]{2}-[0-9]{4}"),
+    "card": re.compile(r"4[0-9]{3}(?: [0-9]{4}){3}"),
+    "api_key": re.compile(r"sk-[A-Za-z0-9]{32}"),
+}
+"""A value of each kind of :func:`draw_secret`, as a pattern (no boundaries)."""
+
+
+def kind_of(value: str) -> str | None:
+    """The kind of :func:`draw_secret` whose grammar ``value`` belongs to (``None``: none)."""
+    return next((k for k, rx in KIND_PATTERNS.items() if rx.fullmatch(value)), None)
+
+
+def _folded(alphabet: str) -> dict[str, int]:
+    """Each character of ``alphabet`` case-folded, with how many characters fold to it."""
+    out: dict[str, int] = {}
+    for ch in alphabet:
+        out[ch.casefold()] = out.get(ch.casefold(), 0) + 1
+    return out
+
+
+def skeleton_slots(kind: str = "token") -> tuple[dict[str, int] | str, ...]:
+    """The grammar of :func:`draw_secret` over skeletons (letters and digits, case-folded,
+    as :func:`memkit.matching.skeleton` spells a secret), slot by slot.
+
+    Each slot is ``{skeleton piece: number of drawn strings that spell it}`` (a drawn
+    value is one choice per slot, concatenated), or :data:`LUHN` for the card's check
+    digit, fixed by the digits before it. The product of the slot totals is the number
+    of values of the kind (:func:`grammar_size`): for ``token`` it is :data:`GRAMMAR_SIZE`.
+
+    Raises:
+        CanaryError: an unknown kind.
+    """
+    digit = _folded(string.digits)
+    if kind == "token":
+        return (*[_folded(ALNUM)] * PREFIX_LEN, {w.casefold(): 1 for w in WORDS}, *[digit] * DIGITS_LEN)
+    if kind == "email":
+        domains = {"".join(c for c in d if c.isalnum()): 1 for d in _EMAIL_DOMAINS}
+        return ({w.casefold(): 1 for w in WORDS}, *[_folded(ALNUM)] * 3, *[digit] * 4, domains)
+    if kind == "phone":
+        first = _folded("23456789")
+        return ({"1": 1}, first, digit, digit, first, digit, digit, *[digit] * 4)
+    if kind == "card":
+        return ({"4": 1}, *[digit] * 14, LUHN)
+    if kind == "api_key":
+        return ({"sk": 1}, *[_folded(_BASE62)] * 32)
+    raise CanaryError(f"unknown canary kind {kind!r}; expected one of {KINDS}")
+
+
+def grammar_size(kind: str = "token") -> int:
+    """How many distinct values :func:`draw_secret` can draw for ``kind``, from
+    :func:`skeleton_slots` (``token``: 36**3 * 32 * 10**4).
+
+    Raises:
+        CanaryError: an unknown kind.
+    """
+    size = 1
+    for slot in skeleton_slots(kind):
+        size *= 1 if slot == LUHN else sum(slot.values())  # type: ignore[union-attr]
+    return size
 
 
 def instance_rng(seed: int, question_id: str) -> np.random.Generator:

@@ -1,4 +1,4 @@
-"""Open compressed files and archives for the residue scanner (issue 21, section 2).
+"""Open compressed files and archives for the residue scanner.
 
 A backup such as ``memories.json.gz`` holds a secret only in compressed form, which no
 byte pattern can see. :func:`container_kind` recognises a container by its signature

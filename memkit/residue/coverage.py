@@ -1,4 +1,4 @@
-"""Coverage records: what the residue scanner read of each file (issue 21, section 1).
+"""Coverage records: what the residue scanner read of each file.
 
 The rule (README, "What counts as a copy"): a verdict of *clean* requires that every
 byte under every given path was read in every encoding it could hold. Each file the

@@ -1,6 +1,6 @@
 """Read every byte of every file under a path, in every encoding it could hold.
 
-The file side of :func:`memkit.residue.chroma.scan` (issue 21, sections 1-3). For each given
+The file side of :func:`memkit.residue.chroma.scan`. For each given
 path:
 
 * directories are walked in name order; a symlink inside is followed once (a file

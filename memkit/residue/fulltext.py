@@ -1,4 +1,4 @@
-"""Query the full-text indexes of any SQLite file (issue 21, section 3).
+"""Query the full-text indexes of any SQLite file.
 
 An FTS3/4/5 index keeps its own copy of every token it indexed. When its content lives
 elsewhere (an external-content table, ``content=...``, or a contentless one,

@@ -1,4 +1,4 @@
-"""Find a secret written in UTF-16 or UTF-32 inside any bytes (issue 21, section 2).
+"""Find a secret written in UTF-16 or UTF-32 inside any bytes.
 
 :mod:`memkit.scan.matching` matches UTF-8 bytes; text in UTF-16 (LE or BE, with or without a
 BOM) or UTF-32 puts a NUL or another byte between the letters, so the UTF-8 pattern

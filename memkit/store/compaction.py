@@ -563,7 +563,7 @@ def recover(path: Path, lock: DirectoryLock) -> str:
 def _compact_locked(path: Path, lock: DirectoryLock | None, *, coordinated: bool = True) -> CompactionReport:
     """Rebuild, swap and shred (:func:`compact_directory`); hold ``lock`` exclusive.
 
-    ``coordinated=False`` is the compaction before issue 23 (no recovery, journal,
+    ``coordinated=False`` is the uncoordinated compaction (no recovery, journal,
     fsync, generation or atomic exchange; ``lock`` unused), kept only so
     ``benchmarks/bench_compaction.py`` can measure what the coordination costs.
     """

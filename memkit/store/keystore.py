@@ -40,13 +40,10 @@ import os
 import secrets
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memkit.errors import StoreError
 from memkit.store.chunks import Chunk, from_record, to_metadata
-
-if TYPE_CHECKING:
-    from memkit.store.tiered import TieredMemoryStore
 
 __all__ = [
     "SEALED_KEY",
@@ -55,8 +52,10 @@ __all__ = [
     "is_sealed",
     "open_page",
     "open_record",
+    "rotate_keys",
     "rotate_namespace",
     "seal_chunk",
+    "shred_keys",
     "shred_namespace",
 ]
 
@@ -252,7 +251,7 @@ def open_record(ks: KeyStore, cid: str, doc: str | None, meta: dict[str, Any] | 
 # --------------------------------------------------------------------------- shredding
 
 
-def _need_keys(store: TieredMemoryStore) -> KeyStore:
+def _need_keys(store: Any) -> KeyStore:
     ks = getattr(store, "keystore", None)
     if ks is None:
         raise StoreError("crypto_shred needs a store that encrypts at rest: "
@@ -260,7 +259,7 @@ def _need_keys(store: TieredMemoryStore) -> KeyStore:
     return ks
 
 
-def rotate_namespace(store: TieredMemoryStore, namespace: str) -> int:
+def rotate_namespace(store: Any, namespace: str) -> int:
     """Re-seal every chunk of ``namespace`` under a new key (vectors kept), then destroy
     every older key: whatever the old keys sealed, anywhere on disk, is unreadable.
 
@@ -280,7 +279,7 @@ def rotate_namespace(store: TieredMemoryStore, namespace: str) -> int:
         return ks.destroy(namespace, keep=new)
 
 
-def shred_namespace(store: TieredMemoryStore, namespace: str) -> tuple[int, list[str]]:
+def shred_namespace(store: Any, namespace: str) -> tuple[int, list[str]]:
     """Destroy every key of ``namespace`` and delete its records through the API.
 
     Returns:
@@ -310,3 +309,36 @@ def open_page(ks: KeyStore | None, ids: list[str], docs: list[Any], metas: list[
         return {}, 0, len(sealed)
     opened = {ids[i]: c for i in sealed if (c := open_record(ks, ids[i], docs[i], metas[i])) is not None}
     return opened, len(sealed) - len(opened), len(sealed)
+
+
+def zero_slack(store: Any) -> None:
+    """HNSW files can carry the writing process's heap bytes (plaintext it handled) past
+    their elements; shredding does not rewrite the files, so it zeroes those bytes
+    (:func:`memkit.store.compaction.zero_hnsw_slack`; chroma can write heap bytes there
+    again when it next persists the index, and the store zeroes them again on close)."""
+    from memkit.store.compaction import zero_hnsw_slack
+
+    if store.path is not None:
+        with store.exclusive("crypto_shred: zeroing HNSW slack"):
+            zero_hnsw_slack(store.path)
+
+
+def rotate_keys(store: Any, namespaces: set[str]) -> int:
+    """:func:`rotate_namespace` of each namespace, then :func:`zero_slack`; returns the
+    keys destroyed."""
+    n = sum(rotate_namespace(store, name) for name in sorted(namespaces))
+    zero_slack(store)
+    return n
+
+
+def shred_keys(store: Any, mine: set[str], others: set[str]) -> tuple[int, list[str]]:
+    """:func:`shred_namespace` of a user's namespaces ``mine`` and :func:`rotate_namespace`
+    of ``others`` (namespaces the forget deleted derived chunks from), then
+    :func:`zero_slack`: ``(keys destroyed, ids deleted)``."""
+    n, ids = 0, []
+    for name in sorted(mine):
+        k, gone = shred_namespace(store, name)
+        n, ids = n + k, ids + gone
+    n += sum(rotate_namespace(store, name) for name in sorted(others))
+    zero_slack(store)
+    return n, ids

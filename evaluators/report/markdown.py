@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.aggregate import surface_measured, surfaces_with_copies
-from evaluators.figures import write_figures
-from evaluators.hypotheses import HypothesesCounts, canary_sentence, hypotheses_with_canaries
-from evaluators.tables import html_inline, html_table, md_table, value_text
+from evaluators.report.figures import write_figures
+from evaluators.report.hypotheses import HypothesesCounts, canary_sentence, hypotheses_with_canaries
+from evaluators.report.tables import html_inline, html_table, md_table, value_text
 
 __all__ = [
     "HypothesesCounts",
@@ -150,12 +150,12 @@ def tables(
         config: the content of ``config.json`` (for the model name).
 
     Returns:
-        The findings table first (:func:`evaluators.findings.evaluate_findings` on
+        The findings table first (:func:`evaluators.report.findings.evaluate_findings` on
         ``metrics``, recomputed rather than read from ``metrics["findings"]``, which an
         older memkit may have written), then Table 2, AER per level, FRS, forensic copies and
         the frontier with its decomposition; each legend defines the table's columns.
     """
-    from evaluators.findings import evaluate_findings
+    from evaluators.report.findings import evaluate_findings
 
     model = config.get("model", metrics.get("model", "?"))
     # Recomputed, not read from metrics["findings"]: a metrics.json written by an older
@@ -419,7 +419,7 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     """Write ``report.md``, ``report.html`` and the figures for the sweep in ``out_dir``.
 
     The report opens with the study's findings checked on this run
-    (:func:`evaluators.findings.evaluate_findings`), says in words which deletion modes
+    (:func:`evaluators.report.findings.evaluate_findings`), says in words which deletion modes
     leave forensic copies on disk (:func:`residue_sentences`) and how many hypotheses
     hold a planted canary (:func:`hypotheses_with_canaries`), then gives the tables,
     each with a legend, the figures and the applicable configuration.
@@ -451,15 +451,19 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     cpath = out / "config.json"
     config = json.loads(cpath.read_text()) if cpath.exists() else {}
     figures = write_figures(metrics, out)
-    from evaluators.forget_report import report_tables
+    from evaluators.report.forgetting import report_tables
 
     tbls = tables(metrics, config) + report_tables(metrics)
     cfg_rows = _applicable_config(config)
-    from evaluators.findings import VERDICTS, evaluate_findings
+    from evaluators.report.findings import VERDICTS, evaluate_findings
 
     verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
+    if metrics.get("adversary"):
+        from evaluators.adversary.report import adversary_sentences
+
+        notes += adversary_sentences(metrics["adversary"])
     canary = canary_sentence(hypotheses_with_canaries(out, redact=redact_hypotheses), redact_hypotheses)
     synthetic = config.get("data") == "synthetic"
     on_data = " on synthetic data" if synthetic else ""
@@ -483,6 +487,16 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
             md += [f"- {x}" for x in notes + ([canary] if canary else [])] + [""]
         if title.startswith("Instances with a forensic copy") and "disk_hnsw" in header:
             md += [_HNSW_NOTE, ""]
+    adversary = metrics.get("adversary")
+    if adversary:
+        from evaluators.adversary.report import (
+            adversary_figures,
+            adversary_html,
+            adversary_markdown,
+        )
+
+        adv_figures = adversary_figures(metrics, out)
+        md += adversary_markdown(adversary, adv_figures)
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     md += [_FIGURES_NOTE, ""]
     md += ["## Configuration", "", md_table(["option", "value"], cfg_rows), "",
@@ -509,6 +523,8 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
             parts += ["<h2>What to know before citing this run</h2><ul>"]
             parts += [f"<li>{html_inline(x)}</li>" for x in notes + ([canary] if canary else [])]
             parts += ["</ul>"]
+    if adversary:
+        parts += adversary_html(adversary, adv_figures)
     parts += ["<h2>Figures</h2>"] + [f"<img src='{f}' alt='{f}'>" for f in figures]
     parts += [f"<p class='legend'>{html_inline(_FIGURES_NOTE)}</p>"]
     parts += ["<h2>Configuration</h2>", html_table(["option", "value"], cfg_rows), "</body></html>"]

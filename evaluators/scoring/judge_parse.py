@@ -50,8 +50,8 @@ the last such statement. Steps of :func:`parse_verdict`, in order:
 8. The **last** verdict of steps 5–7 in the text decides (a judge that reasons
    and then concludes: "Yes at first sight … but 12 ≠ 9. No."). None → ``None``.
 
-Source: issue 26 (replies of the shapes reported against LLM-judge harnesses); the
-prompt it reads is :data:`evaluators.judge.JUDGE_PROMPTS`.
+Source: replies of the shapes reported against LLM-judge harnesses; the
+prompt it reads is :data:`evaluators.scoring.judge.JUDGE_PROMPTS`.
 """
 
 from __future__ import annotations

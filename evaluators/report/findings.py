@@ -39,7 +39,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from evaluators.tables import number_text
+from evaluators.report.tables import number_text
 
 __all__ = [
     "VERDICTS",
@@ -176,11 +176,11 @@ def _statistic(metrics: dict[str, Any], stat: dict[str, Any], mode: str | None =
 def _paired_reduction(metrics: dict[str, Any], stat: dict[str, Any], row: dict[str, Any] | None
                       ) -> tuple[float | None, list[Any]]:
     """Mean per-instance ``baseline − value`` of ``stat["per_instance"]`` with its 95%
-    paired bootstrap CI (:func:`evaluators.metrics.bootstrap_ci`, seed 0); ``None`` when
+    paired bootstrap CI (:func:`evaluators.scoring.metrics.bootstrap_ci`, seed 0); ``None`` when
     either row lacks per-instance values or their instance counts differ."""
     import numpy as np
 
-    from evaluators.metrics import bootstrap_ci
+    from evaluators.scoring.metrics import bootstrap_ci
 
     _, _, base = _statistic(metrics, stat, mode=stat["baseline_mode"])
     key = stat["per_instance"]

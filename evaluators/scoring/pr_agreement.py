@@ -6,8 +6,8 @@ of the real LongMemEval sample, responses written to probe the rule's classes
 (numbers, abstention, negation, same kind but wrong entity, preference rubrics),
 and a ``yes``/``no`` label decided by LongMemEval's official judging semantics
 (``evaluate_qa.py``), explained per row. :func:`rule_agreement` scores the responses
-with a PR rule (:func:`evaluators.metrics.score_answers`) and compares with the
-labels through :func:`evaluators.judge.agreement` (accuracy, Cohen's kappa).
+with a PR rule (:func:`evaluators.scoring.metrics.score_answers`) and compares with the
+labels through :func:`evaluators.scoring.judge.agreement` (accuracy, Cohen's kappa).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluators.judge import QUESTION_TYPES, agreement
-from evaluators.metrics import DEFAULT_PR_RULE, score_answers
+from evaluators.scoring.judge import QUESTION_TYPES, agreement
+from evaluators.scoring.metrics import DEFAULT_PR_RULE, score_answers
 
 __all__ = ["AGREEMENT_FIELDS", "LabelledAnswer", "load_agreement_set", "rule_agreement"]
 
@@ -86,11 +86,11 @@ def rule_agreement(
 
     Args:
         rows: from :func:`load_agreement_set`.
-        rule: a PR rule name (:data:`evaluators.metrics.PR_RULES`).
+        rule: a PR rule name (:data:`evaluators.scoring.metrics.PR_RULES`).
         embeddings: the PR embedder; default ``memkit.models.chat.embeddings()``.
 
     Returns:
-        :func:`evaluators.judge.agreement`'s dict (``n``, ``accuracy``, ``kappa``,
+        :func:`evaluators.scoring.judge.agreement`'s dict (``n``, ``accuracy``, ``kappa``,
         ``rule_yes_judge_no``, ``rule_no_judge_yes``) plus ``"disagreements"``: one dict
         per disagreeing row (its fields, ``rule_verdict``, ``cosine``, ``reason``).
     """

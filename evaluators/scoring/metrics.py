@@ -58,7 +58,7 @@ COSINE_THRESHOLD = 0.50
 PR_RULES: tuple[str, ...] = ("lme", "study")
 """Names of PR's answer rules: ``"study"`` is the source study's rule exactly (cosine >
 0.50 or every content word present); ``"lme"`` (the default) agrees with LongMemEval's
-judge (numbers, abstention, negation, same-kind-wrong-entity; :mod:`evaluators.answer_rule`)."""
+judge (numbers, abstention, negation, same-kind-wrong-entity; :mod:`evaluators.scoring.answer_rule`)."""
 
 DEFAULT_PR_RULE = "lme"
 """The rule PR uses unless told otherwise."""
@@ -138,7 +138,7 @@ class AnswerScore:
         missing: content words of ``expected`` absent from the answer (sorted).
         rule: the rule that scored it (:data:`PR_RULES`).
         reason: which step of the rule decided (``"study"`` for the study's rule; see
-            :class:`evaluators.answer_rule.LmeVerdict` for the ``lme`` rule's).
+            :class:`evaluators.scoring.answer_rule.LmeVerdict` for the ``lme`` rule's).
     """
 
     correct: bool
@@ -182,7 +182,7 @@ def score_answers(
         embeddings: a LangChain ``Embeddings`` (``.encode`` used when present);
             default ``memkit.models.chat.embeddings()`` (all-MiniLM-L6-v2).
         threshold: cosine threshold; correct when cosine is strictly greater.
-        rule: ``"lme"`` (default; :mod:`evaluators.answer_rule`) or ``"study"``.
+        rule: ``"lme"`` (default; :mod:`evaluators.scoring.answer_rule`) or ``"study"``.
         question_ids, question_types, questions: per pair, used by the ``lme`` rule
             only (``_abs`` ids are abstention questions; the type selects the
             temporal off-by-one and preference-rubric steps). Each ``None`` or the
@@ -197,7 +197,7 @@ def score_answers(
 
     Source: docs/metrics.md, PR (``study``): correct when cosine(answer,
     expected) > 0.50 with all-MiniLM-L6-v2, or every content word matches exactly;
-    issue 13 and LongMemEval's ``evaluate_qa.py`` semantics (``lme``).
+    LongMemEval's ``evaluate_qa.py`` semantics (``lme``).
     """
     if rule not in PR_RULES:
         raise ValueError(f"unknown PR rule {rule!r}; expected one of {PR_RULES}")
@@ -235,7 +235,7 @@ def score_answers(
     cosines = np.einsum("ij,ij->i", vecs[:n], vecs[n:])
     out = []
     if rule == "lme":
-        from evaluators.answer_rule import lme_verdict
+        from evaluators.scoring.answer_rule import lme_verdict
 
         for i, (ans, exp, cos) in enumerate(zip(answer_texts, expected_texts, cosines, strict=True)):
             v = lme_verdict(
@@ -295,7 +295,7 @@ def answer_correct(
 ) -> bool:
     """PR's correctness rule for one answer.
 
-    With ``rule="lme"`` (the default) see :mod:`evaluators.answer_rule`; the rest of
+    With ``rule="lme"`` (the default) see :mod:`evaluators.scoring.answer_rule`; the rest of
     this paragraph describes ``rule="study"``, the source study's rule. Correct when ``cosine(emb(answer), emb(expected)) > threshold`` (all-MiniLM-L6-v2,
     unit vectors) **or** every content word of ``expected`` (:func:`content_words`) is
     a word token of ``answer``. When ``expected`` has no content words, only the

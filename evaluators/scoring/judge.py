@@ -1,7 +1,7 @@
 """An optional LLM judge for answer correctness, and its agreement with the PR rule.
 
 The study scores PR with a rule (cosine > 0.50 or all content words present, see
-:func:`evaluators.metrics.answer_correct`) and validated it against an LLM judge;
+:func:`evaluators.scoring.metrics.answer_correct`) and validated it against an LLM judge;
 disagreements were conservative false negatives ("Deployment-Time Memorization in
 Foundation-Model Agents", arXiv 2606.10062, section *Metrics*). This module provides
 such a judge: a yes/no prompt per LongMemEval question type, modelled on the structure
@@ -31,7 +31,7 @@ from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from sklearn.metrics import cohen_kappa_score
 
-from evaluators.judge_parse import parse_verdict
+from evaluators.scoring.judge_parse import parse_verdict
 from memkit.dataset.longmemeval import QUESTION_TYPES as _LME_TYPES
 
 __all__ = [
@@ -166,7 +166,7 @@ def parse_yes_no(reply: str) -> bool:
     """Read a yes/no verdict from a judge's reply, or raise.
 
     :func:`parse_verdict` (the final explicit verdict; module
-    :mod:`evaluators.judge_parse` documents the forms), raising when it finds none.
+    :mod:`evaluators.scoring.judge_parse` documents the forms), raising when it finds none.
 
     Args:
         reply: the judge model's text.
@@ -379,7 +379,7 @@ def agreement(rule: Sequence[bool], judge: Sequence[bool]) -> dict[str, float | 
     """Agreement between the PR rule and an LLM judge over the same answers.
 
     Args:
-        rule: rule verdicts (:func:`evaluators.metrics.answers_correct`).
+        rule: rule verdicts (:func:`evaluators.scoring.metrics.answers_correct`).
         judge: judge verdicts (:func:`judge_correct`), same order and length.
 
     Returns:

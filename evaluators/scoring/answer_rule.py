@@ -1,13 +1,13 @@
 """PR's default answer rule, ``rule="lme"``: a rule that agrees with LongMemEval's judge.
 
-The study's rule (``rule="study"``, :func:`evaluators.metrics.score_answers`) counts an
+The study's rule (``rule="study"``, :func:`evaluators.scoring.metrics.score_answers`) counts an
 answer correct when cosine(answer, reference) > 0.50 or every content word of the
 reference is a token of the answer. Checked against LongMemEval's official judging
 semantics (``evaluate_qa.py`` of the LongMemEval repository: a yes/no judge per
 question type), it is wrong in whole classes of cases: number words are stop words,
 a negated mention counts, a confident made-up answer to an abstention question counts,
 and a different answer of the same kind passes the cosine. This module holds the
-text side of the rule that fixes these classes; :func:`evaluators.metrics.score_answers`
+text side of the rule that fixes these classes; :func:`evaluators.scoring.metrics.score_answers`
 embeds the texts and calls :func:`lme_verdict` with the cosine.
 
 The ``lme`` rule, in order (each step is a function below; docs/metrics.md spells
@@ -80,17 +80,28 @@ patterns; kept together, each step reads next to the helpers it relies on.
 
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
 import re
-import unicodedata
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from functools import lru_cache
 
-import snowballstemmer
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-from text_to_num import alpha2digit
+from evaluators.scoring.answer_abstain import (
+    ANSWER_BEARING,
+    CLAUSE,
+    NOT_A_VALUE,
+    SENTENCE,
+    STOP_WORDS,
+    abstains,
+)
+from evaluators.scoring.answer_numbers import (
+    NUMBER,
+    normalize_numbers,
+    number_key,
+    number_values,
+    raw_tokens,
+    stem_of,
+)
 
 __all__ = [
     "ANSWER_BEARING",
@@ -106,38 +117,7 @@ __all__ = [
     "stale_value",
 ]
 
-ANSWER_BEARING = frozenset(
-    {
-        # number words (digits after normalisation, but kept if a parser leaves one)
-        "one", "two", "three", "four", "five", "six", "eight", "nine", "ten", "eleven",
-        "twelve", "fifteen", "twenty", "forty", "fifty", "sixty", "hundred", "first",
-        "third", "last", "next", "few", "several", "none", "half",
-        # nouns and adjectives that answer questions
-        "bill", "fire", "system", "name", "front", "back", "top", "bottom", "full",
-        "empty", "side", "interest", "detail", "amount", "thick", "thin", "mill", "part",
-        "call", "move", "serious", "whole",
-    }
-)
-"""Words in scikit-learn's ``ENGLISH_STOP_WORDS`` that can carry an answer; the
-``lme`` rule keeps them as content words."""
 
-STOP_WORDS = frozenset(ENGLISH_STOP_WORDS - ANSWER_BEARING)
-"""The ``lme`` rule's stop list: scikit-learn's minus :data:`ANSWER_BEARING`."""
-
-_TOKEN = re.compile(r"(?<![\w.])-\d+(?:[.,]\d+)*|\d+(?:[.,]\d+)*|[^\W\d_]+")
-_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
-_APOSTROPHE = re.compile(r"(?<=\w)['’](?=\w)")
-_THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+$")
-_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
-_ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
-_MONEY = re.compile(r"([$€£])\s?(\d[\d,]*(?:\.\d+)?)")
-_CURRENCY = {"$": "dollars", "€": "euros", "£": "pounds"}
-_PERCENT = re.compile(r"(\d)\s?%")
-_CLAUSE = re.compile(
-    r"[.;:!?\n]+(?:\s|$)|,\s|\s[-–—]\s|\b(?:but|however|although|though|whereas|instead|yet)\b"
-    r"|\band\s+(?:now|then|later|currently|also)\b",
-    re.IGNORECASE,
-)
 _NEGATION_CUES = frozenset(
     {
         "not", "no", "never", "without", "neither", "nor", "nothing", "none", "nobody",
@@ -157,193 +137,6 @@ _RUBRIC_BOILERPLATE = frozenset(
         "advic", "approach", "provid", "general", "generic", "recip", "dish", "meal",
     }
 )
-_ABSTAIN = re.compile(
-    r"\b(?:"
-    r"(?:do|did|does)\s*n[o']?t\s+(?:know|have|recall|remember|see|find|mention|tell|say|share|specify|"
-    r"provide|state|contain|include|appear)"
-    r"|(?:don|didn|doesn)['’]?t\s+(?:know|have|recall|remember|see|find|mention|tell|say|share|specify|"
-    r"provide|state|contain|include|appear)"
-    r"|(?:have|has|had)\s*n[o']?t\s+(?:been\s+)?(?:mentioned|told|shared|said|specified|provided|stated|given|"
-    r"discussed|talked)"
-    r"|(?:haven|hasn|hadn)['’]?t\s+(?:been\s+)?(?:mentioned|told|shared|said|specified|provided|stated|"
-    r"given|discussed|talked)"
-    r"|(?:never|not)\s+(?:been\s+)?(?:mentioned|told|shared|said|specified|provided|stated|given|"
-    r"discussed|talked|recorded|available)"
-    r"|no\s+(?:information|record|records|mention|details?|data|memory|memories|way\s+to\s+know|"
-    r"indication|evidence)"
-    r"|not\s+enough\s+(?:information|info|detail|details|data|context|to\s+(?:answer|determine|tell|say|know))"
-    r"|not\s+(?:sure|certain)(?!\s+(?:that\s+)?(?:you|if\s+you|whether\s+you)\b)|not\s+able"
-    r"|not\s+something\s+(?:you(?:'ve|\s+have)?\s+)?(?:shared|mentioned|told|said|discussed)"
-    r"|nothing\s+in\s+(?:our|your|the|my)\s+(?:chats?|conversations?|history|messages|notes|records)"
-    r"|no\s+knowledge|(?:could|can)(?:\s*n[o']?t|not)\s+find|couldnt\s+find|impossible\s+to\s+(?:tell|say|know|determine)"
-    r"|(?:conversations?|chats?|history|messages)\s+(?:do|does|did)\s*(?:n[o']?t|not)\s+"
-    r"(?:cover|mention|include|say|contain|show)"
-    r"|(?:but|and)\s+not\s+(?:your|the|any|its|their|his|her)\b"
-    r"|unable\s+to|can(?:no|['’])t\s+(?:determine|tell|find|say|"
-    r"know|answer|recall|confirm)|cannot\s+(?:determine|tell|find|say|know|answer|recall|confirm)"
-    r"|(?:is|are|was)\s*n[o']?t\s+(?:mentioned|available|specified|provided|known|recorded|stated|clear)"
-    r"|(?:isn|aren|wasn)['’]?t\s+(?:mentioned|available|specified|provided|known|recorded|stated|clear)"
-    r"|(?:^|[.!?]\s+)(?:that(?:'s|\s+is)|it(?:'s|\s+is))\s+unknown|insufficient|unclear\s+from|no\s+idea|not\s+have\s+(?:that|this|any|enough)"
-    r"|(?:but|and)\s+not\s+(?:how|what|when|where|which|who|whether|the\s+(?:number|amount|exact))"
-    r"|(?:was|were|is|are)\s*n[o']?t\s+(?:shared|given|told)|(?:wasn|weren|isn|aren)'t\s+(?:shared|given|told)"
-    r")\b",
-    re.IGNORECASE,
-)
-
-
-@lru_cache(maxsize=1)
-def _stemmer() -> snowballstemmer.stemmer:
-    return snowballstemmer.stemmer("english")
-
-
-_ALPHA2DIGIT_CHUNK = 400
-"""Longest piece (characters) handed to ``alpha2digit`` at once: its cost grows with the
-square of a run of number words, so long texts are converted piece by piece."""
-_NUMBER_SIGN = re.compile(r"\b(?:No|no|NO)\.?\s*(?=\d)")
-_PRONOUN_ONE = re.compile(
-    r"\b((?:the|this|that|which|another|each|every|any|same|other)\s+(?:[^\W\d_]+\s+)?)one\b"
-    r"(?=\s*(?:[.,;:!?)]|$|\b(?:of|that|which|you|i|we)\b))",
-    re.IGNORECASE,
-)
-_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_MERIDIEM = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.IGNORECASE)
-_SCALE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(k|K|thousand|million|billion)\b")
-_SCALES = {"k": 1000, "K": 1000, "thousand": 1000, "million": 10**6, "billion": 10**9}
-_FRACTION = re.compile(r"(\d+)\u2044([1-9]\d*)")
-"""``1⁄2`` (fraction slash, what NFKC makes of ``½``) → ``0.5``."""
-_BARE_DECIMAL = re.compile(r"(?<![\w.])\.(\d)")
-_HALF = re.compile(r"\b(\d+) and a half\b", re.IGNORECASE)
-_DOZEN = re.compile(r"\b(?:a|one)\s+dozen\b", re.IGNORECASE)
-_MINUS = re.compile(r"\bminus\s+(?=\d)", re.IGNORECASE)
-_LETTER_PREFIX = re.compile(r"\b([A-Za-z])-(?=[A-Za-z]{2,})")
-_ROMAN = re.compile(r"\b([A-Z][a-z]+ )(?=[IVXL]{2})(L?X{0,3}(?:IX|IV|V?I{0,3}))\b")
-_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50}
-
-
-def _roman(m: re.Match) -> str:
-    text = m.group(2)
-    values = [_ROMAN_VALUES[c] for c in text]
-    total = sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
-    return m.group(1) + str(total)
-
-
-def _alpha2digit(text: str) -> str:
-    """``alpha2digit`` (English, threshold 0) on pieces of at most
-    :data:`_ALPHA2DIGIT_CHUNK` characters cut at whitespace."""
-    if len(text) <= _ALPHA2DIGIT_CHUNK:
-        return alpha2digit(text, "en", threshold=0)
-    out, piece = [], []
-    size = 0
-    for word in re.split(r"(\s+)", text):
-        piece.append(word)
-        size += len(word)
-        if size >= _ALPHA2DIGIT_CHUNK and word.isspace():
-            out.append(alpha2digit("".join(piece), "en", threshold=0))
-            piece, size = [], 0
-    out.append(alpha2digit("".join(piece), "en", threshold=0))
-    return "".join(out)
-
-
-def _iso_date(m: re.Match) -> str:
-    try:
-        d = _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-    except ValueError:
-        return m.group(0)
-    return f"{d:%B} {d.day}, {d.year}"
-
-
-def _meridiem(m: re.Match) -> str:
-    hour, minute = int(m.group(1)), int(m.group(2) or 0)
-    if not 1 <= hour <= 12:
-        return m.group(0)
-    hour = hour % 12 + (12 if m.group(3).lower() == "p" else 0)
-    return f"{hour}:{minute:02d}"
-
-
-def _scale(m: re.Match) -> str:
-    value = Decimal(m.group(1)) * _SCALES[m.group(2)]
-    return _decimal_key(value)
-
-
-def normalize_numbers(text: str) -> str:
-    """``text`` with numbers in one form (module doc, step 2): number words → digits
-    (``text2num.alpha2digit``, English, threshold 0, applied piecewise to long texts),
-    ``21st`` → ``21``, ``$1,200`` → ``1200 dollars`` (``€`` euros, ``£`` pounds),
-    ``42%`` → ``42 percent``, ``1,000`` → ``1000``, ``1.2k`` / ``1.2 million`` →
-    ``1200`` / ``1200000``, ``two and a half`` → ``2.5``, ``a dozen`` → ``12``,
-    ``minus 5`` → ``-5``, clock times to 24 h (``2:30 pm`` → ``14:30``, ``5 am`` →
-    ``5:00``), ISO dates to ``March 15, 2023``, Roman numerals after a capitalised word
-    (``World War II`` → ``World War 2``), ``No. 5`` → ``number 5``, ``e-mail`` →
-    ``email``, and a pronoun ``one`` (``the blue one``) dropped.
-
-    Args:
-        text: any text.
-
-    Raises:
-        TypeError: ``text`` is not a string.
-
-    Returns:
-        The normalised text (NFKC).
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"expected a string, got {type(text).__name__}")
-    text = unicodedata.normalize("NFKC", text)
-    text = _NUMBER_SIGN.sub("number ", text)
-    text = _PRONOUN_ONE.sub(r"\1", text)
-    text = _LETTER_PREFIX.sub(r"\1", text)
-    text = _ROMAN.sub(_roman, text)
-    text = _DOZEN.sub("12", text)
-    text = _FRACTION.sub(lambda m: _decimal_key(Decimal(m.group(1)) / Decimal(m.group(2))), text)
-    text = _BARE_DECIMAL.sub(r"0.\1", text)
-    text = _SCALE.sub(_scale, text)
-    text = _alpha2digit(text)
-    text = _HALF.sub(lambda m: f"{m.group(1)}.5", text)
-    text = _MINUS.sub("-", text)
-    text = _ISO_DATE.sub(_iso_date, text)
-    text = _MERIDIEM.sub(_meridiem, text)
-    text = _SCALE.sub(_scale, text)
-    text = _MONEY.sub(lambda m: f"{m.group(2).replace(',', '')} {_CURRENCY[m.group(1)]}", text)
-    text = _PERCENT.sub(r"\1 percent", text)
-    return _ORDINAL.sub(r"\1", text)
-
-
-def _raw_tokens(text: str) -> list[str]:
-    """Tokens with their case: possessive ``'s`` dropped, inner apostrophes removed,
-    ``1,000`` joined."""
-    text = _POSSESSIVE.sub("", text)
-    text = _APOSTROPHE.sub("", text)
-    return [t.replace(",", "") if _THOUSANDS.match(t) else t for t in _TOKEN.findall(text)]
-
-
-def _stem(token: str) -> str:
-    """Snowball stem of a lower-cased, accent-folded token (NFKD without combining marks:
-    ``Café`` and ``Cafe`` share a stem); number tokens become value keys."""
-    token = "".join(c for c in unicodedata.normalize("NFKD", token.lower()) if not unicodedata.combining(c))
-    if _NUMBER.match(token):
-        return _number_key(token)
-    return _stemmer().stemWord(token)
-
-
-def _number_key(token: str) -> str:
-    """A number token by value: ``38.0`` and ``38`` → ``"38"``; ``2.50`` → ``"2.5"``."""
-    try:
-        return _decimal_key(Decimal(token))
-    except InvalidOperation:
-        return token
-
-
-def _decimal_key(value: Decimal) -> str:
-    """Exact value key of a number: integral values without a fraction, others without
-    trailing zeros (exact for any length, unlike ``float``)."""
-    if value == value.to_integral_value():
-        return str(int(value))
-    return format(value.normalize(), "f")
-
-
-def number_values(text: str) -> list[str]:
-    """The numbers of ``text`` after :func:`normalize_numbers`, as value keys in order
-    (``"I have four, not 38.0"`` → ``["4", "38"]``)."""
-    return [_number_key(t) for t in _raw_tokens(normalize_numbers(text)) if _NUMBER.match(t)]
 
 
 _NOT_NEGATING = re.compile(
@@ -397,20 +190,20 @@ def _scoped_clauses(text: str) -> list[list[tuple[str, str, bool]]]:
     text = _INTERJECTION_NO.sub(r"\1", text)
     text = _REJECT_BEFORE.sub(" not ", text)
     out: list[list[tuple[str, str, bool]]] = []
-    for clause in _CLAUSE.split(text):
+    for clause in CLAUSE.split(text):
         if clause is None:
             continue
         negated = bool(_REJECT_AFTER.search(clause))
-        tokens = _raw_tokens(clause)
+        tokens = raw_tokens(clause)
         scoped = []
         for i, tok in enumerate(tokens):
             low = tok.lower()
             if low in _NEGATION_CUES:
                 # a cue followed only by stop words is the answer ("You have none.")
-                scoped.append((tok, _stem(tok), all(t.lower() in STOP_WORDS for t in tokens[i + 1 :])))
+                scoped.append((tok, stem_of(tok), all(t.lower() in STOP_WORDS for t in tokens[i + 1 :])))
                 negated = True
                 continue
-            scoped.append((tok, _stem(tok), not negated))
+            scoped.append((tok, stem_of(tok), not negated))
         out.append(scoped)
     return out
 
@@ -428,145 +221,16 @@ def key_words(reference: str) -> tuple[set[str], set[str]]:
     """
     content: set[str] = set()
     key: set[str] = set()
-    for i, tok in enumerate(_raw_tokens(normalize_numbers(reference))):
+    for i, tok in enumerate(raw_tokens(normalize_numbers(reference))):
         if tok.lower() in STOP_WORDS:
             continue
-        stem = _stem(tok)
+        stem = stem_of(tok)
         content.add(stem)
         has_digit = any(c.isdigit() for c in tok)
         capital = tok[:1].isupper() and (i > 0 or any(c.isupper() for c in tok[1:]))
         if has_digit or capital:
             key.add(stem)
     return content, key
-
-
-_SENTENCE = re.compile(r"[.;!?\n]+(?:\s|$)")
-_REPORTING = re.compile(r"\b(?:mention|told|tell|said|say|shar|talk|discuss)", re.IGNORECASE)
-
-
-_GUESS = re.compile(
-    r"\b(?:maybe|perhaps|probably|possibly|likely|presumably|i\s+(?:think|believe|guess|suspect|assume|reckon)"
-    r"|my\s+(?:best\s+)?guess|i'?d\s+(?:say|guess)|if\s+i\s+(?:had|have)\s+to\s+guess"
-    r"|(?:might|could|may|must)\s+(?:be|have\s+been))\b",
-    re.IGNORECASE,
-)
-"""Cues of a guess ("maybe", "I think", "might be" …): what follows them is offered as
-the answer."""
-_STATES = re.compile(r"(?:\b(?:is|was|are|were|be|been|called|named)\b|'(?:s|re)\b)", re.IGNORECASE)
-"""A verb that states a value ("your cat is called Miso", "it's the blue one", "you're
-on the last chapter")."""
-_GUESS_OBJECT = re.compile(
-    r"^\s*(?:,\s*)?(?:the|a|an|your|around|about|roughly|approximately|some|at\s+least)\b", re.IGNORECASE
-)
-"""A guess cue followed directly by a noun phrase ("maybe the blue one", "probably
-around 100")."""
-_WHERE = re.compile(
-    r"\s*(?:(?:written|saved|stored|listed|noted|recorded|somewhere)\s+)?(?:in|on|at|inside)\s+"
-    r"(?:(?:your|the|our|my|one\s+of\s+(?:your|our|the))\s+)?(?:notes?|messages?|chats?|history|records?|"
-    r"conversations?|memor(?:y|ies)|diary|journal|calendar|files?|e-?mails?|phone|papers|documents?)\b",
-    re.IGNORECASE,
-)
-"""After a stating verb, where to look rather than a value ("maybe it's in your notes")."""
-_NAME_TOKEN = re.compile(r"(?<![\w'])([A-Z][^\W\d_]*)(?![\w])(?!'(?!s\b))")
-"""A capitalised word not inside a contraction ("I'm" is no name; "Miso's" is)."""
-_NOT_A_VALUE = frozenset(
-    {
-        # discourse words that open a sentence, and the vocabulary of not knowing
-        "maybe", "perhaps", "probably", "possibly", "likely", "presumably", "sorry",
-        "unfortunately", "honestly", "actually", "well", "hmm", "oh", "ah", "yes", "okay",
-        "ok", "sure", "based", "according", "however", "still", "now", "currently",
-        "today", "remind", "recall", "remember", "know", "certain", "clear", "help", "ask",
-        "check", "exactly", "quite", "guess", "think", "believe", "suspect", "assume",
-        "reckon", "say", "said", "tell", "told", "mention", "mentioned", "share", "shared",
-    }
-)
-"""Words that are never the offered value of a guess or a hedged answer."""
-
-
-def _offers_value(clause: str, sentence_guess: bool, question_stems: frozenset[str]) -> bool:
-    """Whether a clause that does not itself abstain offers a specific value
-    (:func:`abstains`): a number, a name, or a guess stating a value."""
-
-    def value_word(tok: str) -> bool:
-        low = tok.lower()
-        return (low not in STOP_WORDS and low not in _NOT_A_VALUE and _stem(tok) not in question_stems
-                and not _REPORTING.match(low))
-
-    if any(_NUMBER.match(t) and _stem(t) not in question_stems for t in _raw_tokens(clause)):
-        return True
-    for m in _NAME_TOKEN.finditer(clause):
-        initial = not clause[: m.start()].strip()
-        if (not initial or sentence_guess) and value_word(m.group(1)):
-            return True
-    for m in _GUESS.finditer(clause):
-        rest = clause[m.end():]
-        verb = _STATES.search(rest)
-        if verb and not _WHERE.match(rest[verb.end():]) \
-                and any(value_word(t) for t in _raw_tokens(rest[verb.end():])):
-            return True
-        if _GUESS_OBJECT.match(rest) and any(value_word(t) for t in _raw_tokens(rest)):
-            return True
-    return False
-
-
-def abstains(text: str, question: str | None = None) -> bool:
-    """Whether an answer abstains: says it does not know, that the information was not
-    mentioned / is not available / is not enough, or that it cannot determine or find
-    it (``_ABSTAIN``: "I don't know", "You didn't mention …", "There is no information
-    …", "not enough information", "I'm not sure", "I can't determine …", "That's not
-    something you've shared", "Nothing in our chats …", "I couldn't find …",
-    "It's impossible to tell", "Our conversations don't cover …"), *and gives no
-    specific value* (declines to give the fact).
-
-    An answer that says so and then offers a value anyway is no abstention: a clause
-    (sentence punctuation, commas, ``but``/``though``/…) without such a statement that
-
-    - states a number ("You have 120 pages left, though I don't know your reading
-      speed"),
-    - holds a name, a capitalised word that is not a stop word, not a word of the
-      question and not a discourse or memory word (``Maybe``, ``Sorry``, ``remember``
-      …; a sentence's first word counts only in a sentence with a guess cue), or
-    - guesses: a cue (``maybe``, ``perhaps``, ``probably``, ``possibly``, ``likely``,
-      ``I think``/``believe``/``guess``, ``my guess``, ``I'd say``, ``might``/``could``/
-      ``may``/``must be``) followed by a stating verb (``is``, ``'s``, ``'re``, ``was``,
-      ``called``, ``named`` …) and a content word (not a place to look: "maybe it's in
-      your notes" offers none), or directly by a noun phrase
-      (``the``, ``a``, ``your``, ``around`` … and a content word): "I don't remember
-      exactly, but maybe your cat is called Miso."
-
-    A number or a name in a clause that reports what *was* mentioned ("You mentioned 2
-    books but not your progress", "you only told me about your dog, Rex") is no value
-    offered, unless the clause guesses.
-
-    Args:
-        text: the answer.
-        question: the question; its words (stems) and numbers are never an offered
-            value ("What is my cat's name?": ``cat``, ``name``).
-
-    LongMemEval counts an abstaining answer correct for an abstention (``_abs``)
-    question, including one that names what *was* mentioned instead; any answer that
-    gives a specific value, hedged or not, is wrong (issue 26).
-    """
-    text = unicodedata.normalize("NFKC", text).replace("’", "'")
-    if not _ABSTAIN.search(text):
-        return False
-    question_stems = frozenset(_stem(t) for t in _raw_tokens(normalize_numbers(question or "")))
-    for sentence in _SENTENCE.split(normalize_numbers(text)):
-        sentence_guess = _GUESS.search(sentence) is not None
-        reported = False  # the previous clause of this sentence reports what was mentioned
-        for clause in _CLAUSE.split(sentence):
-            if not clause or not clause.strip():
-                continue
-            if _ABSTAIN.search(clause):
-                reported = False
-                continue
-            guess = _GUESS.search(clause) is not None
-            reporting = _REPORTING.search(clause) is not None
-            appositive = reported and len(_raw_tokens(clause)) <= 3
-            if (guess or not (reporting or appositive)) and _offers_value(clause, sentence_guess, question_stems):
-                return False
-            reported = reporting
-    return True
 
 
 @dataclass(frozen=True)
@@ -591,7 +255,7 @@ class LmeVerdict:
 
 @lru_cache(maxsize=1)
 def _stop_stems() -> frozenset[str]:
-    return frozenset(_stem(w) for w in STOP_WORDS)
+    return frozenset(stem_of(w) for w in STOP_WORDS)
 
 
 def _unit_after(tokens: list[str], i: int) -> str | None:
@@ -600,7 +264,7 @@ def _unit_after(tokens: list[str], i: int) -> str | None:
     if i + 1 >= len(tokens):
         return None
     nxt = tokens[i + 1]
-    if _NUMBER.match(nxt) or nxt in _stop_stems():
+    if NUMBER.match(nxt) or nxt in _stop_stems():
         return None
     return nxt
 
@@ -624,11 +288,11 @@ def _number_found(
     after "How many", e.g. ``bike`` for "How many bikes do I own?").
     """
     ref_units = {u for i, t in enumerate(ref_tokens)
-                 if _NUMBER.match(t) and _number_key(t) == value and (u := _unit_after(ref_tokens, i))}
+                 if NUMBER.match(t) and number_key(t) == value and (u := _unit_after(ref_tokens, i))}
     ref_units = ref_units or set(counted)
     target = Decimal(value)
     for i, t in enumerate(have):
-        if not _NUMBER.match(t) or abs(Decimal(_number_key(t)) - target) > tolerance:
+        if not NUMBER.match(t) or abs(Decimal(number_key(t)) - target) > tolerance:
             continue
         if not ref_units:
             return True
@@ -643,8 +307,8 @@ def _number_found(
             rest = have[i + 2 + hit : i + 5 + hit]
             if rest and rest[0] == "and":
                 rest = rest[1:]
-            if len(rest) >= 2 and _NUMBER.match(rest[0]) and rest[1] in _TIME_UNITS \
-                    and _number_key(rest[0]) not in ref_values:
+            if len(rest) >= 2 and NUMBER.match(rest[0]) and rest[1] in _TIME_UNITS \
+                    and number_key(rest[0]) not in ref_values:
                 continue
         return True
     return False
@@ -661,10 +325,10 @@ def _counted_noun(question: str) -> frozenset[str]:
     if not m:
         return frozenset()
     out = []
-    for tok in _raw_tokens(m.group(1)):
+    for tok in raw_tokens(m.group(1)):
         if tok.lower() in STOP_WORDS:
             break
-        out.append(_stem(tok))
+        out.append(stem_of(tok))
     return frozenset(out)
 
 
@@ -689,8 +353,8 @@ def offers_alternatives(answer: str, reference: str) -> bool:
     content, key = key_words(reference)
     ref_is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
     # a reference of names (a key word, or a capitalised content word even in first place)
-    names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in _raw_tokens(reference))
-    for sentence in _SENTENCE.split(normalize_numbers(answer)):
+    names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in raw_tokens(reference))
+    for sentence in SENTENCE.split(normalize_numbers(answer)):
         items = [x for x in _ITEM_SPLIT.split(sentence) if x.strip()]
         if len(items) < 2:
             continue
@@ -701,16 +365,16 @@ def offers_alternatives(answer: str, reference: str) -> bool:
         first = True
         negated = False  # a negation cue also rules out the items after it ("not X or Y")
         for item in items:
-            toks = _raw_tokens(item)
+            toks = raw_tokens(item)
             if not toks:
                 continue
             negated = negated or any(t.lower() in _NEGATION_CUES for t in toks)
             if negated:
                 first = False
                 continue
-            stems = [_stem(t) for t in toks]
+            stems = [stem_of(t) for t in toks]
             if ref_values:
-                nums = {s for s in stems if _NUMBER.match(s)}
+                nums = {s for s in stems if NUMBER.match(s)}
                 if nums & ref_values:
                     matching += 1
                 elif nums and (disjunction or len(toks) <= 2):
@@ -721,7 +385,7 @@ def offers_alternatives(answer: str, reference: str) -> bool:
                 else:
                     caps = [t for j, t in enumerate(toks) if t[:1].isupper() and not (first and j == 0)
                             and t.lower() not in STOP_WORDS]
-                    if names and any(_stem(t) not in content for t in caps) and (disjunction or len(toks) <= 3):
+                    if names and any(stem_of(t) not in content for t in caps) and (disjunction or len(toks) <= 3):
                         other += 1
                     elif disjunction and any(s not in content and s not in _stop_stems() for s in stems):
                         other += 1
@@ -736,7 +400,7 @@ def _substituted(have: list[str], reference: str, missing: set[str]) -> bool:
     answer, aligning the two content-word sequences with ``difflib.SequenceMatcher``:
     "pilates class" for "yoga class" is a different entity, not a dropped word."""
     stop = _stop_stems()
-    ref_seq = [_stem(t) for t in _raw_tokens(normalize_numbers(reference)) if t.lower() not in STOP_WORDS]
+    ref_seq = [stem_of(t) for t in raw_tokens(normalize_numbers(reference)) if t.lower() not in STOP_WORDS]
     ref_set = set(ref_seq)
     ans_seq = [t for t in have if t not in stop]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ref_seq, ans_seq, autojunk=False).get_opcodes():
@@ -803,10 +467,10 @@ def _update_clauses(answer: str, split_and: bool) -> list[list[tuple[str, str, b
 def _other_number(stems: list[str], ref_values: set[str], units: set[str], skip: set[str]) -> bool:
     """Whether a clause's affirmed stems state a number of the reference's kind other
     than the reference's (:func:`stale_value`)."""
-    months = {_stem(m) for m in _MONTHS}
+    months = {stem_of(m) for m in _MONTHS}
     year_ok = any(_YEAR.match(v) for v in ref_values)
     for i, t in enumerate(stems):
-        if not _NUMBER.match(t) or t in ref_values or t in skip:
+        if not NUMBER.match(t) or t in ref_values or t in skip:
             continue
         if (_YEAR.match(t) and not year_ok) or (i and stems[i - 1] in months):
             continue  # a date
@@ -851,13 +515,13 @@ def stale_value(answer: str, reference: str, question: str | None = None) -> boo
 
     Source: LongMemEval's knowledge-update judge (``evaluate_qa.py``): a reply that
     mentions older values is correct as long as the answer it gives as current is the
-    reference; issue 26.
+    reference.
     """
     is_list = re.search(r",|;|&|\b(?:and|or)\b", reference, re.IGNORECASE) is not None
     clauses = _update_clauses(answer, split_and=not is_list)
     ranks = [_update_rank([t for t, _, _ in c]) for c in clauses]
     affirmed = [[st for _, st, ok in c if ok] for c in clauses]
-    q_stems = {_stem(t) for t in _raw_tokens(normalize_numbers(question or ""))}
+    q_stems = {stem_of(t) for t in raw_tokens(normalize_numbers(question or ""))}
     ref_numbers = number_values(reference)
 
     def rank_of(found) -> int | None:
@@ -865,22 +529,22 @@ def stale_value(answer: str, reference: str, question: str | None = None) -> boo
         return max(hits) if hits else None
 
     if ref_numbers:
-        ref_tokens = [_stem(t) for t in _raw_tokens(normalize_numbers(reference))]
+        ref_tokens = [stem_of(t) for t in raw_tokens(normalize_numbers(reference))]
         ref_values = set(ref_numbers)
         counted = _counted_noun(question or "")
-        units = {u for i, t in enumerate(ref_tokens) if _NUMBER.match(t) and (u := _unit_after(ref_tokens, i))}
+        units = {u for i, t in enumerate(ref_tokens) if NUMBER.match(t) and (u := _unit_after(ref_tokens, i))}
         units = units or set(counted)
         gold = [rank_of(lambda c, v=v: _number_found(c, ref_tokens, v, ref_values, 0, counted))
                 for v in dict.fromkeys(ref_numbers)]
         other = [_other_number(c, ref_values, units, q_stems) for c in affirmed]
     else:
         content, key = key_words(reference)
-        names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in _raw_tokens(reference))
+        names = bool(key) or any(t[:1].isupper() and t.lower() not in STOP_WORDS for t in raw_tokens(reference))
         gold = [rank_of(lambda c, w=w: w in c) for w in content]
-        skip = content | q_stems | {_stem(w) for w in _UPDATE_CUES | _NOT_A_VALUE | _MONTHS}
+        skip = content | q_stems | {stem_of(w) for w in _UPDATE_CUES | NOT_A_VALUE | _MONTHS}
         other = []
         for c in clauses:
-            words = [t for t, st, ok in c if ok and st not in skip and not _NUMBER.match(st)
+            words = [t for t, st, ok in c if ok and st not in skip and not NUMBER.match(st)
                      and t.lower() not in STOP_WORDS]
             other.append(any(t[:1].isupper() for t in words) if names else bool(words))
     if not gold or any(g is None for g in gold):
@@ -946,7 +610,7 @@ def lme_verdict(
     update = question_type == "knowledge-update"
 
     if question_type == "single-session-preference" and _PREFERENCE.search(reference):
-        q_words = {_stem(t) for t in _raw_tokens(normalize_numbers(question or ""))}
+        q_words = {stem_of(t) for t in raw_tokens(normalize_numbers(question or ""))}
         evidence: set[str] = set()
         for sentence in re.split(r"(?<=[.!?])\s+", reference):
             if not _PREFERENCE.search(sentence) or re.search(r"\bnot\s+prefer", sentence, re.I):
@@ -960,10 +624,10 @@ def lme_verdict(
 
     ref_numbers = number_values(reference)
     if ref_numbers:
-        ref_tokens = [_stem(t) for t in _raw_tokens(normalize_numbers(reference))]
+        ref_tokens = [stem_of(t) for t in raw_tokens(normalize_numbers(reference))]
         ref_values = set(ref_numbers)
         # numbers of codes (``GR-90``, ``B12``) are names, not quantities with a unit
-        codes = {_number_key(m) for m in re.findall(r"(?<=[^\W\d_])-?(\d+)", normalize_numbers(reference))}
+        codes = {number_key(m) for m in re.findall(r"(?<=[^\W\d_])-?(\d+)", normalize_numbers(reference))}
         counted = _counted_noun(question or "")
         day_question = re.search(r"\bhow\s+many\s+days\b", question or "", re.I) is not None
         missing = []
@@ -971,7 +635,7 @@ def lme_verdict(
             tolerance = 0
             if question_type == "temporal-reasoning":
                 units = {ref_tokens[i + 1] for i, t in enumerate(ref_tokens[:-1])
-                         if _NUMBER.match(t) and _number_key(t) == value}
+                         if NUMBER.match(t) and number_key(t) == value}
                 if "day" in units or (not units and len(ref_values) == 1 and day_question):
                     tolerance = 1
             units_of = [] if value in codes else ref_tokens
@@ -991,8 +655,8 @@ def lme_verdict(
 
     content, key = key_words(reference)
     if not content:
-        polar = {t.lower() for t in _raw_tokens(reference)} & _POLAR
-        answer_words = {t.lower() for t in _raw_tokens(normalize_numbers(answer))}
+        polar = {t.lower() for t in raw_tokens(reference)} & _POLAR
+        answer_words = {t.lower() for t in raw_tokens(normalize_numbers(answer))}
         if polar and not polar <= answer_words:
             return LmeVerdict(False, False, tuple(sorted(polar - answer_words)), "missing")
         ok = cosine > threshold and not abst

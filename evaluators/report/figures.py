@@ -8,7 +8,7 @@ from typing import Any
 
 from evaluators.aggregate import surface_measured, surfaces_with_copies
 
-__all__ = ["write_figures"]
+__all__ = ["aer_queries_figure", "roc_figure", "write_figures"]
 
 
 def error_bars(vals: list[float | None], cis: list[Any]) -> list[list[float]]:
@@ -164,3 +164,76 @@ def write_figures(metrics: dict[str, Any], out: Path) -> list[str]:
             plt.close(fig)
             names.append("forensic.png")
     return names
+
+
+def aer_queries_figure(adversary: dict[str, Any], path: Path) -> bool:
+    """AER and memory recovered against the adaptive attacker's queries 1..Q, one line
+    per S and phase, 95% CI bands (``metrics["adversary"]``); ``False`` when no
+    adaptive attack ran."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [s for s in adversary.get("settings", []) if s.get("adaptive")]
+    if not rows:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    for n, s in enumerate(rows):
+        a = s["adaptive"]
+        label = ("" if s["S"] is None else f"S={s['S']} ") + ("before forget" if s["phase"] == "main"
+                                                               else f"after {s['mode']}")
+        qs = list(range(1, len(a["AER"]) + 1))
+        for ax, key in ((axes[0], "AER"), (axes[1], "memory")):
+            vals = [0.0 if v is None else v for v in a[key]]
+            lo = [v if c[0] is None else c[0] for v, c in zip(vals, a[f"{key}_ci"], strict=True)]
+            hi = [v if c[1] is None else c[1] for v, c in zip(vals, a[f"{key}_ci"], strict=True)]
+            ax.plot(qs, vals, marker=".", color=f"C{n % 10}", linestyle="-" if s["phase"] == "main" else "--",
+                    label=label)
+            ax.fill_between(qs, lo, hi, color=f"C{n % 10}", alpha=0.15)
+    axes[0].set_title("Canary extracted by query q (AER)")
+    axes[1].set_title("Stored records recovered verbatim by query q")
+    for ax in axes:
+        ax.set_xlabel("adaptive queries per user (q)")
+        ax.set_ylim(-0.03, 1.03)
+    axes[0].set_ylabel("share of users (95% CI band)")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def roc_figure(adversary: dict[str, Any], path: Path) -> bool:
+    """The membership-inference ROC curve (combined signal) per S and phase, with the
+    chance diagonal; ``False`` when no membership inference ran."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [s for s in adversary.get("settings", []) if s.get("membership")]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(5.6, 5))
+    ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, linestyle=":", label="chance (AUC 0.5)")
+    for n, s in enumerate(rows):
+        c = s["membership"]["signals"]["combined"]
+        if not c.get("fpr"):
+            continue
+        label = ("" if s["S"] is None else f"S={s['S']} ") + ("before forget" if s["phase"] == "main"
+                                                               else f"after {s['mode']}")
+        auc = "n/a" if c["AUC"] is None else f"{c['AUC']:.2f}"
+        ax.plot(c["fpr"], c["tpr"], color=f"C{n % 10}", marker=".",
+                linestyle="-" if s["phase"] == "main" else "--", label=f"{label} (AUC {auc})")
+    ax.axvline(0.01, color="0.4", lw=0.6)
+    ax.set_xlabel("false-positive rate (non-members called members)")
+    ax.set_ylabel("true-positive rate (members found)")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("Membership inference ROC (combined signal; line: 1% FPR)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -3,12 +3,12 @@ LLM judge and record how often each PR rule agrees with it.
 
 Reads the main-phase question records of ``RUN_DIR/results.jsonl`` (complete units
 only, :func:`evaluators.records.load_records`), asks the judge
-(:func:`evaluators.judge.judge_verdict`, one prompt per LongMemEval question type;
+(:func:`evaluators.scoring.judge.judge_verdict`, one prompt per LongMemEval question type;
 structured output where the model supports it, else the one-word prompt read by
-:func:`evaluators.judge_parse.parse_verdict`) once per distinct answer
+:func:`evaluators.scoring.judge_parse.parse_verdict`) once per distinct answer
 ``(question_id, question, reference, response)``, and compares its verdicts with the
 records' rule verdicts: ``correct`` (the default rule, ``lme``) and ``correct_study``
-(the study's rule) through :func:`evaluators.judge.agreement` (accuracy, Cohen's
+(the study's rule) through :func:`evaluators.scoring.judge.agreement` (accuracy, Cohen's
 kappa). A judge reply with no clear verdict is *unparsed*: it is counted apart, never
 read as yes or no, and left out of ``PR_judge`` and the agreement. Writes:
 
@@ -26,7 +26,7 @@ read as yes or no, and left out of ``PR_judge`` and the agreement. Writes:
 
 Structured output is tried first; once an answer had to be asked with the one-word
 prompt (a model without structured output, or a structured call that failed with no
-verdict to read: :func:`evaluators.judge.judge_verdict`), the rest of the run uses the
+verdict to read: :func:`evaluators.scoring.judge.judge_verdict`), the rest of the run uses the
 one-word prompt only.
 
 ``hypotheses.jsonl`` is not touched.
@@ -41,7 +41,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from evaluators.judge import agreement, judge_verdict
+from evaluators.scoring.judge import agreement, judge_verdict
 
 __all__ = ["judge_run"]
 
@@ -140,7 +140,7 @@ def judge_run(run_dir: str | Path, model: BaseChatModel, *, model_spec: str) -> 
     metrics = json.loads(mpath.read_text())
     metrics["judge"] = block
     mpath.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    from evaluators.report import write_report
+    from evaluators.report.markdown import write_report
 
     write_report(run_dir)
     return block

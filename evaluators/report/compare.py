@@ -15,7 +15,7 @@ Gemma 3 12B and GPT-4o-mini side by side; arXiv 2606.10062, the tables it shows)
 same synthetic generator settings), the seed and so the canaries (every shared
 instance has the same canary value). Instances both runs hold are resampled
 together: one index draw per resample applied to both runs
-(:func:`evaluators.metrics.bootstrap_ci` over the shared instances of the
+(:func:`evaluators.scoring.metrics.bootstrap_ci` over the shared instances of the
 difference statistic). Runs that differ are refused (:class:`UnpairedRunsError`)
 unless ``unpaired=True`` (``--unpaired``): then each run's instances are resampled
 independently (``scipy.stats.bootstrap`` with two samples, ``paired=False``,
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from evaluators.aggregate import Grid, row_stats
-from evaluators.metrics import bootstrap_ci
 from evaluators.records import read_run
+from evaluators.report.tables import md_table, signed_text, value_text
 from evaluators.rundir import check_out_dir, claim_out_dir, run_kind
-from evaluators.tables import md_table, signed_text, value_text
+from evaluators.scoring.metrics import bootstrap_ci
 
 __all__ = ["UnpairedRunsError", "compare_runs", "load_run", "paired_text"]
 
@@ -100,7 +100,7 @@ def _grids(run: dict[str, Any], qids: list[str]) -> dict[int, Grid]:
         g = grids.setdefault(r["S"], Grid(qids, ks))
         if r["query_kind"] == "question":
             g.add_question(i, kpos[r["k"]], bool(r["correct"]))
-        else:
+        elif r["query_kind"] == "probe":
             exposed = r.get("context_exposed", False)
             g.add_probe(i, kpos[r["k"]], r["level"], float(r["extraction"]["exact"]),
                         None if exposed is None else bool(exposed))
@@ -288,6 +288,9 @@ def compare_runs(
         "frs": frs,
         "differences": diffs,
     }
+    adversary = _adversary_differences(runs, unpaired, n_resamples, seed)
+    if adversary:
+        result["adversary_differences"] = adversary
     out = Path(out)
     if run_kind(out) != "designs":
         claim_out_dir(out, "compare")
@@ -295,6 +298,22 @@ def compare_runs(
     _frontier_figure(runs, out / "frontier.png")
     (out / "compare.md").write_text(_markdown(result))
     return result
+
+
+def _adversary_differences(runs: list[dict[str, Any]], unpaired: bool, n_resamples: int,
+                           seed: int) -> list[dict[str, Any]]:
+    """For each pair of runs that both ran the adversary, the paired differences A − B
+    (:func:`evaluators.adversary.metrics.paired_adversary`); none when unpaired."""
+    from evaluators.adversary.metrics import paired_adversary
+
+    out = []
+    for a, b in combinations(runs, 2):
+        if unpaired or not (a["metrics"].get("adversary") and b["metrics"].get("adversary")):
+            continue
+        shared = sorted({r["question_id"] for r in a["records"]} & {r["question_id"] for r in b["records"]})
+        for row in paired_adversary(a["records"], b["records"], shared, n_resamples=n_resamples, seed=seed):
+            out.append({"A": a["label"], "B": b["label"], **row})
+    return out
 
 
 def paired_text(d: dict[str, Any]) -> str:
@@ -337,6 +356,7 @@ def _markdown(result: dict[str, Any]) -> str:
         md_table(["run", "model", "design", "seed", "S", "PR", "AER_max", "PUA", "ΔS"], t2), "",
         "## Differences A − B (95% bootstrap CIs)", "", f"CIs: {how}.", "",
         md_table(["A", "B", "S", "instances", "ΔPR", "ΔAER_max", "ΔPUA"], diffs), "",
+        *_adversary_markdown(result.get("adversary_differences") or []),
         "## FRS per deletion mode and tier", "",
         md_table(["run", "S", "mode", "FRS_raw", "FRS_summary", "FRS_worst"], frs), "",
         "`FRS_t`: AER_max with retrieval restricted to tier t after the forget (mean over k, "
@@ -345,6 +365,24 @@ def _markdown(result: dict[str, Any]) -> str:
         "![frontier](frontier.png)", "",
     ]
     return "\n".join(parts)
+
+
+def _adversary_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The adversary's paired differences as a markdown table (none: no lines)."""
+    if not rows:
+        return []
+    cols = [("AER_study_diff", "ΔAER study"), ("AER_library_diff", "ΔAER library"), ("AER_user_diff", "ΔAER user"),
+            ("AER_adaptive_diff", "ΔAER adaptive"), ("memory_adaptive_diff", "Δrecovered"), ("AUC_diff", "ΔAUC")]
+    cols = [c for c in cols if any(c[0] in r for r in rows)]
+    table = [[r["A"], r["B"], _level(r["S"]) if "S_A" not in r else f"{_level(r['S_A'])} vs {_level(r['S_B'])}",
+              str(r["n"])]
+             + [value_text(r.get(key), signed=True) + ci_text(r.get(f"{key}_ci") or []) for key, _ in cols]
+             for r in rows]
+    return ["## The adversary: differences A − B (paired, 95% bootstrap CIs)", "",
+            md_table(["A", "B", "S", "instances", *(name for _, name in cols)], table), "",
+            "Before the forget: AER of each probe set (any probe), the adaptive attacker's AER and records "
+            "recovered at its last query, and the membership AUC (combined signal); the same instances resampled "
+            "for both runs.", ""]
 
 
 def ci_text(ci: list[Any]) -> str:
@@ -357,7 +395,7 @@ def _frontier_figure(runs: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evaluators.figures import error_bars
+    from evaluators.report.figures import error_bars
 
     fig, ax = plt.subplots(figsize=(7, 5.2))
     markers = "osD^v<>P"
