@@ -24,12 +24,23 @@ and membership inference, asked through :meth:`_Unit.converse` (conversations of
 more turns, every turn of one in the same thread). Without it, the records are exactly
 those of the study's protocol.
 
+A :class:`Deletion` with ``request`` forgets through a request in the user's own words
+(:meth:`Target.forget_request`; each user then also gets a planted fact,
+:mod:`evaluators.planted`), its records tagged with the request's kind; with
+:attr:`UnitPlan.weigh_vectors` every scan also weighs the target's leftover vectors
+(:mod:`memkit.residue.weigh`). Neither changes a plan's records without them.
+
 The records are those of :mod:`evaluators.records` (``canary``, ``call``,
 ``forensics``), whatever the target: one reader, one aggregation
 (:func:`evaluators.aggregate.compute_metrics`). A scan is one ``forensics`` record
 per user and phase (``before``, ``forget``, then each step), with every surface's
 status (checked / not checked / n/a, partly read) and the copies of that user's
 canary. An operation the target lacks is reported n/a, never 0.
+
+Why this module is long: it is the one protocol loop every evaluation shares -- plant,
+feed, ask, forget (a secret, a user, a request in words), scan -- and each phase's
+records are built where the phase runs; what is planted or measured beyond the study
+lives in :mod:`evaluators.planted` and :mod:`evaluators.adversary`.
 """
 
 from __future__ import annotations
