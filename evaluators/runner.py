@@ -56,10 +56,11 @@ from typing import TYPE_CHECKING, Any
 
 from evaluators.scoring.metrics import answers_correct
 from evaluators.scoring.probes import LEVELS, extracted, probes_for
-from evaluators.targets.base import NotApplicable, Query, SurfaceScan, Talk, Target, scan_all
+from evaluators.targets.base import NotApplicable, Query, Talk, Target, scan_all
 from memkit.dataset.canaries import Canary, plant
 from memkit.dataset.longmemeval import Instance
 from memkit.models.chat import token_usage
+from memkit.residue.report import SurfaceResult
 
 if TYPE_CHECKING:
     from evaluators.adversary.run import AdversaryPlan
@@ -408,7 +409,7 @@ class _Unit:
         self.say(f"scanning {len(surfaces)} surfaces ({mode}: {phase})")
         secrets = [c.value for c in self.canaries] + [f.value for f in self.facts]
         extra = [s for fp in fingerprints or [] for s in fp if s not in secrets]
-        scans = scan_all(surfaces, list(dict.fromkeys(secrets + extra)))
+        scans = scan_all(surfaces, list(dict.fromkeys(secrets + extra)), target.name).results()
         weighed, vectors_na = None, None
         if self.plan.weigh_vectors:
             from evaluators.planted import planted_items, weigh_users
@@ -588,7 +589,7 @@ def _tagged(records: list[dict[str, Any]], d: Deletion) -> list[dict[str, Any]]:
     return records
 
 
-def _surface_status(s: SurfaceScan, secret: str | None = None, cap: int = 0) -> dict[str, Any]:
+def _surface_status(s: SurfaceResult, secret: str | None = None, cap: int = 0) -> dict[str, Any]:
     """A surface's status in a forensics record: ``status`` (``checked``,
     ``not_checked``, ``n/a``), ``reason``, ``partial`` (why it was read only in part),
     ``stale`` (copies of some old text not tied to one secret) and ``notes``; with
@@ -600,7 +601,7 @@ def _surface_status(s: SurfaceScan, secret: str | None = None, cap: int = 0) -> 
     return out
 
 
-def _fingerprint_left(scans: dict[str, SurfaceScan], fp: list[str]) -> dict[str, Any]:
+def _fingerprint_left(scans: dict[str, SurfaceResult], fp: list[str]) -> dict[str, Any]:
     """How many of a user's fingerprint strings some checked surface still holds."""
     by_surface = {n: sum(1 for x in fp if s.hits.get(x)) for n, s in scans.items() if s.status == "checked"}
     left = sum(1 for x in fp if any(s.hits.get(x) for s in scans.values() if s.status == "checked"))

@@ -40,7 +40,7 @@ def test_no_other_module_plants_probes_or_forgets():
     call the target operations, and only the runner plants canaries and asks probes.
     ``cost_line`` counts the probes of a unit to state the cost, and the probe library
     lists the study's nine as its ``study`` set (neither asks any)."""
-    allowed = {REPO / "evaluators" / "runner.py", REPO / "evaluators" / "probes.py",
+    allowed = {REPO / "evaluators" / "runner.py", REPO / "evaluators" / "scoring" / "probes.py",
                REPO / "memkit" / "dataset" / "canaries.py"}
     counts_only = {(REPO / "evaluators" / "sweep" / "run.py", "probe_queries"),
                    (REPO / "evaluators" / "adversary" / "library.py", "probes_for"),

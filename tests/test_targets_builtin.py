@@ -99,7 +99,7 @@ def test_memkit_design_raw_only_keeps_the_summary_and_compact(tmp_path, embedder
         target.deletion_steps()["compact"]()
         compacted = scan_all(target.surfaces(), [S1, S2])
         raw = sum(p.read_bytes().count(S2.encode()) for p in (tmp_path / "d").rglob("*") if p.is_file())
-        assert sum(s.copies(S2) for s in compacted.values() if s.status == "checked") == raw == 0
+        assert sum(s.copies(S2) for s in compacted.results().values() if s.status == "checked") == raw == 0
 
 
 @pytest.mark.timeout(180)

@@ -288,8 +288,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"memkit residue: error: {', '.join(k for k, v in pg_only.items() if v)} only with a "
                        "postgresql:// URI", err=True)
             raise typer.Exit(2)
-        if run is not None:  # the kept store and its planted canary (memkit/store/kept.py)
-            from memkit.store.kept import KeptStoreError, kept_store
+        if run is not None:  # the kept store and its planted canary (evaluators/sweep/kept.py)
+            from evaluators.sweep.kept import KeptStoreError, kept_store
 
             try:
                 path, secret, kept_cache = kept_store(run, unit or "", mode or "")

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluators.records import load_records
+from evaluators.records import read_run
 
 __all__ = ["HypothesesCounts", "canary_sentence", "hypotheses_with_canaries"]
 
@@ -18,8 +18,8 @@ def _planted_canaries(out: Path) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     if not (out / "results.jsonl").exists():
         return found
-    # Damaged lines: evaluators.records' rule (their units are left out).
-    for rec in load_records(out / "results.jsonl")[0]:
+    # Damaged lines: evaluators.records' rule (their units are left out; the report says so).
+    for rec in read_run(out, need=("results.jsonl",)).records:
         if rec["type"] == "canary":
             found.setdefault(str(rec["question_id"]), set()).add(rec["value"])
     return found

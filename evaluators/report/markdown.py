@@ -447,9 +447,10 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     if redact_hypotheses:  # kept: later sweeps, --resume and reports on this run mask too
         record_setting(out, "redact_hypotheses", True)
     redact_hypotheses = redact_hypotheses or bool(run_settings(out).get("redact_hypotheses"))
-    metrics = json.loads(mpath.read_text())
-    cpath = out / "config.json"
-    config = json.loads(cpath.read_text()) if cpath.exists() else {}
+    from evaluators.records import read_run
+
+    run = read_run(out, need=("metrics.json",), metrics=True)  # the one reader of a run directory
+    metrics, config = run.metrics, run.config
     figures = write_figures(metrics, out)
     from evaluators.report.forgetting import report_tables
 
@@ -460,6 +461,8 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     verdicts = [f["verdict"] for f in evaluate_findings(metrics, config)]
     tally = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
     notes = residue_sentences(metrics)
+    if run.bad_lines:
+        notes.append(run.damage_note())
     if metrics.get("adversary"):
         from evaluators.adversary.report import adversary_sentences
 

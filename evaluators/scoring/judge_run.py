@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,15 @@ __all__ = ["judge_run"]
 
 def _answers(run_dir: Path) -> list[dict[str, Any]]:
     """Distinct main-phase answers of a run, in first-seen order."""
-    from evaluators.records import load_records
+    from evaluators.records import read_run
 
     path = run_dir / "results.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: run `memkit sweep --out {run_dir}` first")
-    records, _, _ = load_records(path)
+    run = read_run(run_dir, need=("results.jsonl",))
+    if run.bad_lines:
+        warnings.warn(run.damage_note(), stacklevel=2)
+    records = run.records
     seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for n, r in enumerate(records, start=1):
         if r.get("type") != "call" or r.get("query_kind") != "question" or r.get("phase") != "main":

@@ -7,9 +7,9 @@ from evaluators.targets.base import (
     BUILTIN,
     NotApplicable,
     Surface,
-    SurfaceScan,
+    SurfaceResult,
     Target,
     load_target,
 )
 
-__all__ = ["BUILTIN", "NotApplicable", "Surface", "SurfaceScan", "Target", "load_target"]
+__all__ = ["BUILTIN", "NotApplicable", "Surface", "SurfaceResult", "Target", "load_target"]

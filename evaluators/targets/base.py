@@ -32,11 +32,12 @@ from __future__ import annotations
 import inspect
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from memkit.residue.report import ResidueReport, Status, SurfaceResult
 from memkit.scan.matching import matcher
 
 __all__ = [
@@ -46,15 +47,13 @@ __all__ = [
     "Query",
     "Recalled",
     "Surface",
-    "SurfaceScan",
+    "SurfaceResult",
     "Talk",
     "Target",
     "copies_in",
     "load_target",
-    "mask",
 ]
 
-Status = Literal["checked", "not_checked", "n/a"]
 
 BUILTIN: dict[str, str] = {
     "langgraph": "evaluators.targets.langgraph:build",
@@ -69,15 +68,6 @@ class NotApplicable(Exception):  # noqa: N818 - the field's term ("n/a"), not an
     """The target has no such operation or surface; reported as n/a, never as 0."""
 
 
-_MASK = "[SECRET]"
-
-
-def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every spelling of every secret replaced by ``[SECRET]``
-    (:mod:`memkit.scan.matching`), so a report never repeats a secret."""
-    for s in secrets:
-        text = matcher(s).text.sub(_MASK, text)
-    return text
 
 
 def copies_in(value: Any, secret: str) -> int:
@@ -116,60 +106,6 @@ def copies_in(value: Any, secret: str) -> int:
     return len(m.spans(repr(value)))
 
 
-@dataclass
-class SurfaceScan:
-    """What one surface holds of some secrets.
-
-    Attributes:
-        surface: the surface's name (e.g. ``store_api``, ``pg_rows``, ``disk_pg_wal``).
-        status: ``checked``; ``not_checked`` (could not be read: ``reason`` says why;
-            never clean); ``n/a`` (the target keeps no such surface).
-        hits: secret -> locations of its copies (secrets masked), one per copy.
-        reason: why the surface is not checked or n/a.
-        notes: what a reader should know (partly unread parts, compressed values).
-        unattributed: copies of some old text that cannot be tied to one secret
-            (a stale vector), by location.
-        partial: the surface was checked but part of it could not be read (values
-            stored compressed, pages not flushed): why. Its zeros are then not clean.
-    """
-
-    surface: str
-    status: Status = "checked"
-    hits: dict[str, list[str]] = field(default_factory=dict)
-    reason: str | None = None
-    notes: list[str] = field(default_factory=list)
-    unattributed: list[str] = field(default_factory=list)
-    partial: str | None = None
-
-    def add(self, secret: str, location: str, n: int = 1) -> None:
-        """Record ``n`` copies of ``secret`` at ``location`` (masked here)."""
-        if n > 0:
-            self.hits.setdefault(secret, []).extend([mask(location, [secret])] * n)
-
-    def copies(self, secret: str) -> int | None:
-        """Copies of ``secret`` found; ``None`` when the surface is not checked or n/a."""
-        return len(self.hits.get(secret, [])) if self.status == "checked" else None
-
-    def holders(self, secrets: Sequence[str]) -> int | None:
-        """How many of ``secrets`` have at least one copy here (``None``: not checked / n/a)."""
-        if self.status != "checked":
-            return None
-        return sum(1 for s in secrets if self.hits.get(s))
-
-    def to_dict(self, secrets: Sequence[str]) -> dict[str, Any]:
-        """JSON-ready: status, reason, copies per secret index, holders, sample
-        locations (masked), notes."""
-        return {
-            "surface": self.surface, "status": self.status, "reason": self.reason,
-            "holders": self.holders(secrets),
-            "copies": None if self.status != "checked" else [len(self.hits.get(s, [])) for s in secrets],
-            "locations": [loc for s in secrets for loc in self.hits.get(s, [])[:5]],
-            "notes": list(self.notes),
-            "unattributed": [mask(u, secrets) for u in self.unattributed],
-            "partial": self.partial,
-        }
-
-
 class Surface(ABC):
     """A place a target keeps data, with a scanner for copies of secrets.
 
@@ -182,17 +118,17 @@ class Surface(ABC):
     description: str = ""
 
     @abstractmethod
-    def scan(self, secrets: Sequence[str]) -> SurfaceScan:
+    def scan(self, secrets: Sequence[str]) -> SurfaceResult:
         """Copies of each secret on this surface (read-only)."""
 
 
 class FunctionSurface(Surface):
-    """A :class:`Surface` from a function ``secrets -> SurfaceScan``."""
+    """A :class:`Surface` from a function ``secrets -> SurfaceResult``."""
 
-    def __init__(self, name: str, fn: Callable[[Sequence[str]], SurfaceScan], description: str = ""):
+    def __init__(self, name: str, fn: Callable[[Sequence[str]], SurfaceResult], description: str = ""):
         self.name, self._fn, self.description = name, fn, description
 
-    def scan(self, secrets: Sequence[str]) -> SurfaceScan:
+    def scan(self, secrets: Sequence[str]) -> SurfaceResult:
         """Run the function; its result is renamed to this surface."""
         out = self._fn(secrets)
         out.surface = self.name
@@ -206,9 +142,9 @@ class UncheckedSurface(Surface):
     def __init__(self, name: str, reason: str, description: str = "", status: Status = "not_checked"):
         self.name, self.reason, self.description, self.status = name, reason, description, status
 
-    def scan(self, secrets: Sequence[str]) -> SurfaceScan:
+    def scan(self, secrets: Sequence[str]) -> SurfaceResult:
         """Report the status with the reason."""
-        return SurfaceScan(self.name, self.status, reason=self.reason)
+        return SurfaceResult(self.name, self.status, reason=self.reason)
 
 
 @dataclass(frozen=True)
@@ -409,18 +345,20 @@ class Target(ABC):
         self.close()
 
 
-def scan_all(surfaces: Sequence[Surface], secrets: Sequence[str]) -> dict[str, SurfaceScan]:
-    """Every surface's scan, by name (a scanner that raises :class:`NotApplicable` is
-    ``n/a``; one that raises ``OSError`` is ``not_checked`` with the error)."""
-    out: dict[str, SurfaceScan] = {}
+def scan_all(surfaces: Sequence[Surface], secrets: Sequence[str], target: str = "target") -> ResidueReport:
+    """Every surface's scan in one :class:`~memkit.residue.report.ResidueReport` (the
+    one report type): a scanner that raises :class:`NotApplicable` is ``n/a``; one that
+    raises ``OSError`` is not checked, with the error. ``report[name]`` is one
+    surface's :class:`~memkit.residue.report.SurfaceResult`."""
+    results: dict[str, SurfaceResult] = {}
     for s in surfaces:
         try:
-            out[s.name] = s.scan(secrets)
+            results[s.name] = s.scan(secrets)
         except NotApplicable as exc:
-            out[s.name] = SurfaceScan(s.name, "n/a", reason=str(exc))
+            results[s.name] = SurfaceResult(s.name, "n/a", reason=str(exc))
         except OSError as exc:
-            out[s.name] = SurfaceScan(s.name, "not_checked", reason=f"{type(exc).__name__}: {exc}")
-    return out
+            results[s.name] = SurfaceResult(s.name, "not_checked", reason=f"{type(exc).__name__}: {exc}")
+    return ResidueReport.from_results(target, list(secrets), results)
 
 
 def load_target(spec: str, **options: Any) -> Any:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evaluators.targets.base import FunctionSurface, Surface, SurfaceScan
+from evaluators.targets.base import FunctionSurface, Surface
+from memkit.residue.report import SurfaceResult
 
 __all__ = ["residue_surfaces"]
 
@@ -50,14 +51,14 @@ def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: C
             cache[key] = (scan(target(), key[0], **kw) if len(key) == 1 else scan(target(), secrets=list(key), **kw))
         return cache[key]
 
-    def surface(name: str, first: bool) -> Callable[[Sequence[str]], SurfaceScan]:
-        def run(secrets: Sequence[str]) -> SurfaceScan:
+    def surface(name: str, first: bool) -> Callable[[Sequence[str]], SurfaceResult]:
+        def run(secrets: Sequence[str]) -> SurfaceResult:
             rep = report(secrets, first)
             reasons = "; ".join(dict.fromkeys(rep.unchecked.get(name, []))) or None
             hits = rep.surfaces.get(name, [])
             if reasons and not hits:
-                return SurfaceScan(name, "not_checked", reason=reasons)
-            out = SurfaceScan(name, partial=reasons)
+                return SurfaceResult(name, "not_checked", reason=reasons)
+            out = SurfaceResult(name, partial=reasons)
             for hit in hits:
                 if name == "stale_vector":  # a vector no record owns: weighed, never one secret's copy
                     out.unattributed.append(hit.location)

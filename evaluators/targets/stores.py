@@ -42,7 +42,7 @@ from typing import Any
 from evaluators.targets.base import (
     FunctionSurface,
     Surface,
-    SurfaceScan,
+    SurfaceResult,
     UncheckedSurface,
     copies_in,
 )
@@ -99,8 +99,8 @@ def store_api_surface(store: Any) -> Surface:
     """``store_api``: copies in every namespace label, key and value field of every
     item, read through the ``BaseStore`` API."""
 
-    def scan(secrets: Sequence[str]) -> SurfaceScan:
-        out = SurfaceScan("store_api")
+    def scan(secrets: Sequence[str]) -> SurfaceResult:
+        out = SurfaceResult("store_api")
         for item in store_items(store):
             where = f"{'/'.join(item.namespace)}:{item.key}"
             for s in secrets:
@@ -115,10 +115,10 @@ def checkpoint_surface(saver: Any) -> Surface:
     (:func:`memkit.residue.chroma.scan_checkpoints`, the one checkpoint scanner: writes whose
     checkpoint was deleted included; a saver it can only list is partly read)."""
 
-    def scan(secrets: Sequence[str]) -> SurfaceScan:
+    def scan(secrets: Sequence[str]) -> SurfaceResult:
         from memkit.residue.chroma import ResidueReport, scan_checkpoints
 
-        out = SurfaceScan("checkpoint")
+        out = SurfaceResult("checkpoint")
         reasons: list[str] = []
         for s in secrets:
             report = scan_checkpoints(saver, s, report=ResidueReport(target="checkpoints"))
@@ -150,8 +150,8 @@ def vector_surface(store: Any, read_vectors: Callable[[], list[tuple[tuple[str, 
     ``read_vectors`` returns ``(namespace, key, field, vector)`` of every stored vector.
     """
 
-    def scan(secrets: Sequence[str]) -> SurfaceScan:
-        out = SurfaceScan("store_vectors")
+    def scan(secrets: Sequence[str]) -> SurfaceResult:
+        out = SurfaceResult("store_vectors")
         for ns, key, fld, vec in read_vectors():
             item = store.get(ns, key)
             text = item.value.get(fld) if item is not None and isinstance(item.value, dict) else None
@@ -209,8 +209,8 @@ def sqlite_surfaces(files: Sequence[Path]) -> list[Surface]:
     """``sqlite_rows`` (every row of every table, SQL on a copy) and ``disk_sqlite``
     (raw bytes of the files and their ``-wal``/``-journal``) of SQLite databases."""
 
-    def rows(secrets: Sequence[str]) -> SurfaceScan:
-        out = SurfaceScan("sqlite_rows")
+    def rows(secrets: Sequence[str]) -> SurfaceResult:
+        out = SurfaceResult("sqlite_rows")
         with tempfile.TemporaryDirectory(prefix="memkit-sqlite-") as tmp:
             for n, f in enumerate(files):
                 if not f.exists():
@@ -233,10 +233,10 @@ def sqlite_surfaces(files: Sequence[Path]) -> list[Surface]:
                     con.close()
         return out
 
-    def disk(secrets: Sequence[str]) -> SurfaceScan:
+    def disk(secrets: Sequence[str]) -> SurfaceResult:
         from memkit.scan.matching import matcher
 
-        out = SurfaceScan("disk_sqlite")
+        out = SurfaceResult("disk_sqlite")
         for f in files:
             for p in (f, Path(f"{f}-wal"), Path(f"{f}-journal")):
                 if p.exists() and p.stat().st_size:
@@ -312,9 +312,9 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
         audit_conn.close()
         raise
 
-    def rows(secrets: Sequence[str]) -> SurfaceScan:
+    def rows(secrets: Sequence[str]) -> SurfaceResult:
         got = surfaces_pg.scan_rows(audit_conn, tables, secrets)
-        out = SurfaceScan("pg_rows")
+        out = SurfaceResult("pg_rows")
         for s, locs in got.hits.items():
             for loc in locs:
                 out.add(s, loc)
@@ -322,16 +322,16 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
 
     cache: dict[tuple[str, ...], dict[str, Any]] = {}
 
-    def disk(surface: str) -> Callable[[Sequence[str]], SurfaceScan]:
-        def scan(secrets: Sequence[str]) -> SurfaceScan:
+    def disk(surface: str) -> Callable[[Sequence[str]], SurfaceResult]:
+        def scan(secrets: Sequence[str]) -> SurfaceResult:
             key = tuple(secrets)  # one pass over the data directory serves every disk surface of a phase
             if surface == surfaces_pg.DISK_SURFACES[0] or key not in cache:
                 cache.clear()
                 cache[key] = surfaces_pg.scan_disk(audit_conn, pgdata, tables, secrets)
             got = cache[key][surface]
             if not got.readable:
-                return SurfaceScan(surface, "not_checked", reason=why or got.reason)
-            out = SurfaceScan(surface, notes=list(got.notes), partial="; ".join(got.partial) or None)
+                return SurfaceResult(surface, "not_checked", reason=why or got.reason)
+            out = SurfaceResult(surface, notes=list(got.notes), partial="; ".join(got.partial) or None)
             for s, locs in got.hits.items():
                 for loc in locs:
                     out.add(s, loc)
@@ -498,8 +498,8 @@ class LazyEmbedder:
 def _merged_checkpoints(savers: Sequence[Any]) -> Surface:
     parts = [checkpoint_surface(s) for s in savers]
 
-    def scan(secrets: Sequence[str]) -> SurfaceScan:
-        out = SurfaceScan("checkpoint")
+    def scan(secrets: Sequence[str]) -> SurfaceResult:
+        out = SurfaceResult("checkpoint")
         for p in parts:
             got = p.scan(secrets)
             for s, locs in got.hits.items():

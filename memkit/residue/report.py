@@ -20,12 +20,12 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memkit.residue.coverage import FileCoverage, coverage_summary
 from memkit.scan.matching import SecretMatcher, scalar_text
 
-__all__ = ["PAGE", "SQLITE_MAGIC", "SURFACES", "Hit", "ResidueReport", "copy_sqlite", "is_sqlite", "mask_text", "printable",
+__all__ = ["Status", "SurfaceResult", "mask_secrets", "PAGE", "SQLITE_MAGIC", "SURFACES", "Hit", "ResidueReport", "copy_sqlite", "is_sqlite", "mask_text", "printable",
            "quote_identifier", "render_masked", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values",
            "strings_in"]
 
@@ -62,6 +62,77 @@ PAGE = 2000
 """Rows read per SQL page."""
 _BATCH_BYTES = 4 << 20
 """Text read from SQL rows per :func:`scan_values` call (bounds its memory)."""
+
+
+
+Status = Literal["checked", "not_checked", "n/a"]
+"""A surface's status: read (in full, or in part: :attr:`SurfaceResult.partial`), not
+read (never clean), or not kept by the target."""
+
+
+def mask_secrets(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every spelling of every secret replaced by ``[SECRET]``
+    (:func:`mask_text` per secret), so a report never repeats a secret."""
+    from memkit.scan.matching import matcher
+
+    for s in secrets:
+        text = mask_text(text, matcher(s))
+    return text
+
+
+@dataclass
+class SurfaceResult:
+    """What one surface holds of some secrets: one entry of a :class:`ResidueReport`
+    (``report[surface]``), and what a target's surface scanner returns.
+
+    Attributes:
+        surface: the surface's name (e.g. ``store_api``, ``pg_rows``, ``disk_pg_wal``).
+        status: ``checked``; ``not_checked`` (could not be read: ``reason`` says why;
+            never clean); ``n/a`` (the target keeps no such surface).
+        hits: secret -> locations of its copies (secrets masked), one per copy.
+        reason: why the surface is not checked or n/a.
+        notes: what a reader should know (partly unread parts, compressed values).
+        unattributed: copies of some old text that cannot be tied to one secret
+            (a stale vector), by location.
+        partial: the surface was checked but part of it could not be read (values
+            stored compressed, pages not flushed): why. Its zeros are then not clean.
+    """
+
+    surface: str
+    status: Status = "checked"
+    hits: dict[str, list[str]] = field(default_factory=dict)
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    unattributed: list[str] = field(default_factory=list)
+    partial: str | None = None
+
+    def add(self, secret: str, location: str, n: int = 1) -> None:
+        """Record ``n`` copies of ``secret`` at ``location`` (masked here)."""
+        if n > 0:
+            self.hits.setdefault(secret, []).extend([mask_secrets(location, [secret])] * n)
+
+    def copies(self, secret: str) -> int | None:
+        """Copies of ``secret`` found; ``None`` when the surface is not checked or n/a."""
+        return len(self.hits.get(secret, [])) if self.status == "checked" else None
+
+    def holders(self, secrets: Sequence[str]) -> int | None:
+        """How many of ``secrets`` have at least one copy here (``None``: not checked / n/a)."""
+        if self.status != "checked":
+            return None
+        return sum(1 for s in secrets if self.hits.get(s))
+
+    def to_dict(self, secrets: Sequence[str]) -> dict[str, Any]:
+        """JSON-ready: status, reason, copies per secret index, holders, sample
+        locations (masked), notes."""
+        return {
+            "surface": self.surface, "status": self.status, "reason": self.reason,
+            "holders": self.holders(secrets),
+            "copies": None if self.status != "checked" else [len(self.hits.get(s, [])) for s in secrets],
+            "locations": [loc for s in secrets for loc in self.hits.get(s, [])[:5]],
+            "notes": list(self.notes),
+            "unattributed": [mask_secrets(u, secrets) for u in self.unattributed],
+            "partial": self.partial,
+        }
 
 
 
@@ -113,6 +184,14 @@ class ResidueReport:
     not_given: list[str] = field(default_factory=list)
     coverage: list[FileCoverage] = field(default_factory=list)
     names: tuple[str, ...] = SURFACES
+    na: dict[str, str] = field(default_factory=dict)
+    """Surfaces the scanned thing does not keep, with why (never counted as 0)."""
+    partly_read: set[str] = field(default_factory=set)
+    """Surfaces in :attr:`unchecked` that were read in part (their hits count; their
+    zeros are not clean)."""
+    secrets: list[str] = field(default_factory=list, repr=False)
+    """The secrets scanned for, by index (kept in memory to answer :meth:`__getitem__`;
+    never written by :meth:`to_dict`)."""
 
     def __post_init__(self) -> None:
         for s in self.names:
@@ -194,6 +273,66 @@ class ResidueReport:
             "coverage": [r.to_dict() for r in self.coverage],
             **({"per_secret": self.per_secret()} if self.secret_labels else {}),
         }
+
+    def status(self, surface: str) -> str:
+        """``checked``, ``partly_read``, ``not_checked`` or ``n/a``."""
+        if surface in self.na:
+            return "n/a"
+        if surface not in self.unchecked:
+            return "checked"
+        return "partly_read" if surface in self.partly_read or self.surfaces.get(surface) else "not_checked"
+
+    def __getitem__(self, surface: str) -> SurfaceResult:
+        """One surface as a :class:`SurfaceResult`: its status, each secret's copies
+        (by :attr:`secrets`), stale copies tied to no secret, the reasons.
+
+        Raises:
+            KeyError: a surface this report does not name.
+        """
+        if surface not in self.names:
+            raise KeyError(surface)
+        st = self.status(surface)
+        reasons = "; ".join(self.unchecked.get(surface, [])) or None
+        if st == "n/a":
+            return SurfaceResult(surface, "n/a", reason=self.na[surface])
+        if st == "not_checked":
+            return SurfaceResult(surface, "not_checked", reason=reasons)
+        out = SurfaceResult(surface, partial=reasons if st == "partly_read" else None)
+        for h in self.surfaces.get(surface, []):
+            if h.kind == "stale" and h.secret_index is None and len(self.secrets) != 1:
+                out.unattributed.append(h.location)
+            elif h.secret_index is not None and h.secret_index < len(self.secrets):
+                out.hits.setdefault(self.secrets[h.secret_index], []).append(h.location)
+            elif len(self.secrets) == 1:
+                out.hits.setdefault(self.secrets[0], []).append(h.location)
+        return out
+
+    def results(self) -> dict[str, SurfaceResult]:
+        """Every surface this report names, as :meth:`__getitem__` gives it."""
+        return {s: self[s] for s in self.names}
+
+    @classmethod
+    def from_results(cls, target: str, secrets: Sequence[str], results: dict[str, SurfaceResult]) -> ResidueReport:
+        """The report of a target's surfaces (each scanner's :class:`SurfaceResult`),
+        so every surface of every target is read back the one way."""
+        secrets = list(secrets)
+        index = {s: i for i, s in enumerate(secrets)}
+        report = cls(target=target, names=tuple(results), secrets=secrets)
+        for name, res in results.items():
+            report.notes += [f"{name}: {n}" for n in res.notes]
+            if res.status == "n/a":
+                report.na[name] = res.reason or "not kept"
+                continue
+            if res.status == "not_checked":
+                report.unchecked[name] = [res.reason or "not checked"]
+                continue
+            if res.partial:
+                report.unchecked[name] = [res.partial]
+                report.partly_read.add(name)
+            for s, locs in res.hits.items():
+                report.surfaces[name] += [Hit(name, loc, "copy", "", index.get(s)) for loc in locs]
+            report.surfaces[name] += [Hit(name, loc, "stale", "") for loc in res.unattributed]
+        return report
 
     def to_json(self, indent: int | None = 2) -> str:
         """:meth:`to_dict` as a JSON string."""
