@@ -32,6 +32,9 @@ does not have at S (nothing was retrievable from it after any forget) is ``None`
 (not measured), and ``tiers_measured`` lists the tiers that were.
 ``FRS_worst_by_instance`` lists each instance's worst-tier residue (max over measured
 tiers of its AER_max averaged over k), for paired comparisons between deletion modes.
+
+Forgets through requests in words get their own rows (``forget_requests``) and what
+leftover vectors reveal is each row's ``vectors`` (:mod:`evaluators.forget_metrics`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluators.forget_metrics import request_rows, vector_rates
 from evaluators.scoring.metrics import bootstrap_ci, privacy_utility_auc
 from evaluators.scoring.probes import LEVELS
 
@@ -194,8 +198,11 @@ def compute_metrics(
     """
     calls: list[dict[str, Any]] = []
     forensics: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []  # forgets through requests in words: their own rows
     for rec in records:
-        if rec.get("type") == "call":
+        if rec.get("request") and rec.get("type") in ("call", "forensics"):
+            requests.append(rec)
+        elif rec.get("type") == "call":
             calls.append(rec)
         elif rec.get("type") == "forensics":
             forensics.append(rec)
@@ -408,6 +415,9 @@ def compute_metrics(
         row["forensic_copies"] = dict(sorted(totals.items()))
         row["forensic_instances"] = dict(sorted(with_residue.items()))
         row["forensic_total"] = int(sum(totals.values()))
+        vectors = vector_rates(fr_all, n_resamples, seed)
+        if vectors is not None:
+            row["vectors"] = vectors
         row["instances_recoverable"] = int(
             sum(
                 1
@@ -429,6 +439,10 @@ def compute_metrics(
         "frs": frs,
         "decomposition": decomposition,
     }
+    if requests:
+        out["forget_requests"] = request_rows(
+            [*main, *requests], n_resamples, seed,
+            frs=lambda recs: compute_metrics(recs, n_resamples=n_resamples, seed=seed)["frs"])
     if any(r["query_kind"] in ("attack", "membership") for r in calls):
         from evaluators.adversary.metrics import adversary_metrics
 

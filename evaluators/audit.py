@@ -94,6 +94,11 @@ class AuditResult:
             users) with ``ci``, ``by_surface``, ``per_user``.
         canaries: per user ``question_id``, ``user_id``, ``session_id``,
             ``turn_index`` and ``value``.
+        forget_requests: with ``forget_requests``, one row per request kind and item
+            (:func:`evaluators.forget_metrics.request_rows`: found, deleted, residue,
+            collateral, FRS, each with its CI; ``na`` for a target that takes only a secret).
+        vectors: with ``weigh_vectors``, what the leftover vectors reveal after the
+            forget, per surface (:func:`evaluators.forget_metrics.vector_rates`).
         records: one ``call`` record per call of the agent (:class:`evaluators.records.CallRecord`).
         metrics: :func:`evaluators.aggregate.compute_metrics` of the records.
         forensics: the ``forensics`` records of every scan (per user and phase; each
@@ -128,6 +133,8 @@ class AuditResult:
     checkpoint_residue_kept_threads: int | None = None
     user_erasure: dict[str, Any] | None = None
     canaries: list[dict[str, Any]] = field(default_factory=list)
+    forget_requests: list[dict[str, Any]] = field(default_factory=list)
+    vectors: dict[str, Any] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     forensics: list[dict[str, Any]] = field(default_factory=list)
@@ -163,6 +170,8 @@ class AuditResult:
             "checkpoint_residue_kept_threads": self.checkpoint_residue_kept_threads,
             "canaries": self.canaries,
             **({"user_erasure": self.user_erasure} if self.user_erasure is not None else {}),
+            **({"forget_requests": self.forget_requests} if self.forget_requests else {}),
+            **({"vectors": self.vectors} if self.vectors is not None else {}),
             **({"adversary": self.adversary} if self.adversary is not None else {}),
         }
         if records:
@@ -241,6 +250,9 @@ class AuditResult:
                           f"their turns, distinctive phrases): {_f(ue['remaining_fraction'])} of the "
                           f"fingerprint strings remain [{_f(ue['ci'][0])}, {_f(ue['ci'][1])}], by surface "
                           f"(strings, summed over users): {where}."]
+        from evaluators.report.forgetting import request_lines, vector_lines
+
+        lines += request_lines(self.forget_requests) + vector_lines(self.vectors)
         if self.adversary:
             from evaluators.adversary.report import adversary_markdown, adversary_sentences
 
@@ -267,24 +279,33 @@ AUDIT_LOCATIONS = 20
 
 def audit_plan(*, forget: bool, label: str, forget_scope: str = "secret", steps: Sequence[str] = (),
                delete_threads: bool = False, seed: int = 0, kind: str = "token",
-               fingerprint_cap: int | None = None, unit: str = "audit", adversary: Any = None) -> Any:
+               fingerprint_cap: int | None = None, unit: str = "audit", adversary: Any = None,
+               forget_requests: Sequence[str] = (), forget_about: Sequence[str] = ("secret",),
+               weigh_vectors: bool = False) -> Any:
     """The :class:`~evaluators.runner.UnitPlan` of an audit: every user in one unit at
     the target's own k, a scan before the forget, one forget (``label``) in place;
-    ``adversary``: an :class:`evaluators.adversary.AdversaryPlan` (``None``: the
-    study's probes only).
+    before it, each forget request kind about each item on a copy of the memory
+    (n/a where the target cannot copy it or take a request); ``adversary``: an
+    :class:`evaluators.adversary.AdversaryPlan` (``None``: the study's probes only).
 
     Raises:
-        ValueError: an unknown ``forget_scope``.
+        ValueError: an unknown ``forget_scope``, request kind or item.
     """
+    from evaluators.forget_requests import ABOUT, REQUEST_KINDS
     from evaluators.runner import SCOPES, Deletion, UnitPlan
 
     if forget_scope not in SCOPES:
         raise ValueError(f"audit: forget_scope must be 'secret' or 'user', got {forget_scope!r}")
+    bad = [k for k in forget_requests if k not in REQUEST_KINDS] + [a for a in forget_about if a not in ABOUT]
+    if bad:
+        raise ValueError(f"audit: unknown forget request kinds or items {bad}; kinds: {', '.join(REQUEST_KINDS)}; "
+                         f"items: {', '.join(ABOUT)}")
+    requests = tuple(Deletion(label, request=k, about=a, on_copy=True) for a in forget_about for k in forget_requests)
     deletions = (Deletion(label, scope=forget_scope, steps=tuple(steps), delete_threads=delete_threads),) \
         if forget else ()
-    return UnitPlan(unit=unit, seed=seed, kind=kind, deletions=deletions, scan_before=True,
+    return UnitPlan(unit=unit, seed=seed, kind=kind, deletions=requests + deletions, scan_before=True,
                     fingerprint_cap=fingerprint_cap if forget_scope == "user" else None, locations=AUDIT_LOCATIONS,
-                    adversary=adversary)
+                    adversary=adversary, weigh_vectors=weigh_vectors)
 
 
 def audit(
@@ -310,6 +331,9 @@ def audit(
     forget_scope: str = "secret",
     fingerprint_cap: int = 50,
     pgdata: str | Path | None = None,
+    forget_requests: Sequence[str] = (),
+    forget_about: Sequence[str] = ("secret",),
+    weigh_vectors: bool = False,
     say: Callable[[str], None] | None = None,
     probes: Any = None,
     attack_budget: int = 0,
@@ -351,6 +375,12 @@ def audit(
             :attr:`AuditResult.user_erasure` reports what remains of their
             fingerprint, at most ``fingerprint_cap`` phrases).
         pgdata: a PostgreSQL store's data directory, when the server cannot say it.
+        forget_requests: request kinds (:data:`evaluators.forget_requests.REQUEST_KINDS`)
+            to forget each user's item with, each on a copy of the memory, in the user's
+            own words (:attr:`AuditResult.forget_requests`); each user then also gets a
+            planted fact.
+        forget_about: what the requests ask to forget: ``secret`` and/or ``fact``.
+        weigh_vectors: weigh the leftover vectors at every scan (:attr:`AuditResult.vectors`).
         say: called with a line as each phase starts (progress).
         probes: probes beyond the study's (``"library"``, a probe file, a list of
             probes; :func:`evaluators.adversary.resolve_probes`).
@@ -378,7 +408,8 @@ def audit(
                                kind=kind)
     plan = audit_plan(forget=bool(forget) or (forget_scope == "user" and forget_mode is not None), label="?", forget_scope=forget_scope, steps=forget_steps,
                       delete_threads=delete_threads, seed=seed, kind=kind, fingerprint_cap=fingerprint_cap,
-                      adversary=adversary)
+                      adversary=adversary, forget_requests=forget_requests, forget_about=forget_about,
+                      weigh_vectors=weigh_vectors)
     instances = load_audit_instances(data, n, seed, synthetic_sessions=synthetic_sessions,
                                      synthetic_turns=synthetic_turns)
     if not instances:
@@ -421,6 +452,9 @@ def run_audit(target: Any, instances: Sequence[Any], plan: Any, *, data: Any = "
 
     label = target.forget_label
     plan = replace(plan, deletions=tuple(replace(d, mode=label) for d in plan.deletions))
+    if len(plan.deletions) == 1 and plan.deletions[0].request and not target.supports("fork"):
+        # one request and nothing after it: it may run in place
+        plan = replace(plan, deletions=(replace(plan.deletions[0], on_copy=False),))
     if plan.adversary is not None and say is not None:
         from evaluators.adversary import cost_text
 
@@ -446,8 +480,10 @@ def _result(run: Any, metrics: dict[str, Any], plan: Any, target: Any, data: Any
         forensics=[r for r in run.records if r["type"] == "forensics"],
         adversary=metrics.get("adversary"),
     )
-    if plan.deletions:
-        d = plan.deletions[0]
+    res.forget_requests = metrics.get("forget_requests", [])
+    main = [d for d in plan.deletions if not d.request]
+    if main:
+        d = main[0]
         res.forget_scope = d.scope
         operation = "forget_secret" if d.scope == "secret" else "forget_user"
         res.forget_na = run.na.get(operation)
@@ -464,9 +500,10 @@ def _result(run: Any, metrics: dict[str, Any], plan: Any, target: Any, data: Any
             elif "FRS_overall" in frs_row:
                 res.frs = {"overall": frs_row["FRS_overall"], "worst": frs_row["FRS_worst"]}
             res.user_erasure = frs_row.get("user_erasure")
+            res.vectors = frs_row.get("vectors")
     from evaluators.aggregate import scan_phases
 
-    phases = scan_phases([r for r in run.records if r["type"] == "forensics"])
+    phases = scan_phases([r for r in run.records if r["type"] == "forensics" and not r.get("request")])
     res.phases = [p["phase"] for p in phases]
     res.surface_scans = {p["phase"]: _surface_table(p) for p in phases}
     if phases and any(p["status"] for p in phases):
@@ -478,7 +515,7 @@ def _result(run: Any, metrics: dict[str, Any], plan: Any, target: Any, data: Any
         if "delete_threads" in res.phases:
             before = phases[res.phases.index("delete_threads") - 1]
             res.checkpoint_residue_kept_threads = before["instances"].get("checkpoint", 0)
-    if plan.deletions and res.forget_na is None:
+    if main and res.forget_na is None:
         held_before = any(c for c in (phases[0]["instances"].values() if phases else ()))
         res.exercised = bool((res.aer.get("max") or 0) > 0 or held_before)
     return res

@@ -80,6 +80,8 @@ class CallRecord(_Record):
             does not say what it recalled).
         retrieved_ids, retrieved_tiers: the context, best first (absent when unknown).
         latency_s: wall seconds of the respond call (0 for a reused response).
+        request, about: for a forget through a request in words, its kind and what it
+            asked to forget (``secret`` or ``fact``); a probe after it scores that value.
         probe_set, family, source, transform: an attack's set (``library``, ``user``,
             ``adaptive``), family, source and requested transform
             (:mod:`evaluators.adversary.library`).
@@ -119,6 +121,8 @@ class CallRecord(_Record):
     retrieved_ids: list[str] = Field(default_factory=list)
     retrieved_tiers: list[str] = Field(default_factory=list)
     latency_s: float = 0.0
+    request: str | None = None
+    about: str | None = None
     probe_set: str | None = None
     family: str | None = None
     source: str | None = None
@@ -139,7 +143,9 @@ class CallRecord(_Record):
 
 class CanaryRecord(_Record):
     """The canary planted in a unit's instance: ``value`` in turn ``turn_index`` of
-    session ``session_id`` (:func:`memkit.dataset.canaries.plant`)."""
+    session ``session_id`` (:func:`memkit.dataset.canaries.plant`); ``fact``: the planted fact
+    (``category``, ``value``, ``session_id``, ``turn_index``), when one was planted
+    (:mod:`evaluators.planted`)."""
 
     type: Literal["canary"]
     design: str = "study"
@@ -150,6 +156,7 @@ class CanaryRecord(_Record):
     session_id: str | None = None
     turn_index: int | None = None
     value: str
+    fact: dict[str, Any] | None = None
 
 
 class ForensicsRecord(_Record):
@@ -167,6 +174,15 @@ class ForensicsRecord(_Record):
             old text tied to no one secret, such as vectors).
         fingerprint: with a user-scope forget, ``{"strings", "remaining",
             "by_surface"}`` of the user's fingerprint (:func:`memkit.residue.fingerprint.fingerprint`).
+        request, about: a forget through a request in words (``counts`` are then of the
+            value it asked to forget); ``changed["request"]``: ``items`` resolved,
+            ``found`` (one holds the value), ``resolver``.
+        other_counts: with a planted fact, the copies of the user's other item per
+            checked surface (collateral: lost from every live surface).
+        vectors: with vector weighing, ``{"surfaces": {surface: {"vectors",
+            "attributed", "reidentified", "attribute_correct", "ranks"}}, "unread"}``,
+            or ``{"na": why}`` (:mod:`memkit.residue.weigh`).
+        na: why the forget could not run on this target (a request it cannot take).
     """
 
     type: Literal["forensics"]
@@ -182,6 +198,11 @@ class ForensicsRecord(_Record):
     changed: dict[str, Any] = Field(default_factory=dict)
     surfaces: dict[str, dict[str, Any]] = Field(default_factory=dict)
     fingerprint: dict[str, Any] | None = None
+    request: str | None = None
+    about: str | None = None
+    other_counts: dict[str, int | None] | None = None
+    vectors: dict[str, Any] | None = None
+    na: str | None = None
 
 
 class UnitDone(_Record):

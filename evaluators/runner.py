@@ -24,12 +24,23 @@ and membership inference, asked through :meth:`_Unit.converse` (conversations of
 more turns, every turn of one in the same thread). Without it, the records are exactly
 those of the study's protocol.
 
+A :class:`Deletion` with ``request`` forgets through a request in the user's own words
+(:meth:`Target.forget_request`; each user then also gets a planted fact,
+:mod:`evaluators.planted`), its records tagged with the request's kind; with
+:attr:`UnitPlan.weigh_vectors` every scan also weighs the target's leftover vectors
+(:mod:`memkit.residue.weigh`). Neither changes a plan's records without them.
+
 The records are those of :mod:`evaluators.records` (``canary``, ``call``,
 ``forensics``), whatever the target: one reader, one aggregation
 (:func:`evaluators.aggregate.compute_metrics`). A scan is one ``forensics`` record
 per user and phase (``before``, ``forget``, then each step), with every surface's
 status (checked / not checked / n/a, partly read) and the copies of that user's
 canary. An operation the target lacks is reported n/a, never 0.
+
+Why this module is long: it is the one protocol loop every evaluation shares -- plant,
+feed, ask, forget (a secret, a user, a request in words), scan -- and each phase's
+records are built where the phase runs; what is planted or measured beyond the study
+lives in :mod:`evaluators.planted` and :mod:`evaluators.adversary`.
 """
 
 from __future__ import annotations
@@ -116,6 +127,11 @@ class Deletion:
             of its own, scanned, before the steps).
         on_copy: forget on :meth:`Target.fork` ``(workdir, mode)``, leaving the
             unit's memory as it was for the next deletion.
+        request: forget through a request in words of this kind
+            (:data:`evaluators.forget_requests.REQUEST_KINDS`; :meth:`Target.forget_request`)
+            instead of the secret itself; a target that takes only a secret is n/a.
+        about: what the request asks to forget: ``secret`` (the canary) or ``fact``
+            (the user's planted fact, :mod:`evaluators.planted`).
     """
 
     mode: str
@@ -123,6 +139,8 @@ class Deletion:
     steps: tuple[str, ...] = ()
     delete_threads: bool = False
     on_copy: bool = False
+    request: str | None = None
+    about: str = "secret"
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,9 @@ class UnitPlan:
             phrases) and record how many of its strings remain.
         workdir: where copies of the memory are made (default the temporary directory).
         keep_dir: keep each copy under ``keep_dir/<mode>`` after its scan.
+        weigh_vectors: with each scan, weigh the target's leftover vectors
+            (re-identification and attribute inference per surface,
+            :mod:`memkit.residue.weigh`).
         locations: with a positive cap, each ``forensics`` record's surface status
             also lists up to this many locations (masked) of that user's copies
             (SARIF output); 0 leaves the records as they were.
@@ -167,6 +188,7 @@ class UnitPlan:
     fingerprint_cap: int | None = None
     workdir: Path | None = None
     keep_dir: Path | None = None
+    weigh_vectors: bool = False
     locations: int = 0
     adversary: AdversaryPlan | None = None
 
@@ -209,10 +231,16 @@ class _Unit:
         planted = plant_units(self.instances, plan.seed, plan.kind)
         self.planted = [p for p, _ in planted]
         self.canaries = [c for _, c in planted]
+        self.facts: list[Any] = []
+        if plan.weigh_vectors or any(d.request for d in plan.deletions):
+            from evaluators.planted import plant_facts
+
+            self.planted, self.facts = plant_facts(self.planted, self.canaries, plan.seed)
         self.run_id = uuid.uuid4().hex[:8]
         self.records: list[dict[str, Any]] = []
         self.na: dict[str, str] = {}
         self.phases: dict[str, list[str]] = {}
+        self.scanned_before = False
         probes = probe_queries(plan.kind)
         self.probes = [("probe", lv, tid, text) for lv, tid, text in probes]
         self.adversary = None
@@ -239,20 +267,31 @@ class _Unit:
                    "turn_index": c.turn_index, "value": c.value}
             if user != inst.question_id:
                 rec["user_id"] = user
+            if self.facts:
+                f = self.facts[len(out)]
+                rec["fact"] = {"category": f.category, "value": f.value, "session_id": f.session_id,
+                               "turn_index": f.turn_index}
             out.append(rec)
         return out
+
+    def value_of(self, i: int, d: Deletion | None) -> str:
+        """The value a deletion forgets for user ``i``: the canary, or the planted fact."""
+        return self.facts[i].value if d is not None and d.about == "fact" else self.canaries[i].value
 
     # asking --------------------------------------------------------------
 
     def ask(self, target: Target, i: int, queries: list[tuple[str, str | None, str | None, str]], *,
-            phase: str, mode: str | None, tier: str | None, tiers: tuple[str, ...] | None) -> list[dict[str, Any]]:
-        """Each query at each k, as user ``i``, in one :meth:`Target.ask_many` batch."""
-        user, secret = self.users[i], self.canaries[i].value
+            phase: str, mode: str | None, tier: str | None, tiers: tuple[str, ...] | None,
+            d: Deletion | None = None) -> list[dict[str, Any]]:
+        """Each query at each k, as user ``i``, in one :meth:`Target.ask_many` batch
+        (probes score the value deletion ``d`` forgets: the canary, or the fact)."""
+        user, secret = self.users[i], self.value_of(i, d)
+        label = f"{mode}@{d.request}:{d.about}" if d is not None and d.request else (mode or "-")
         expected = self.instances[i].answer_text
         asked = []
         for kind, level, template_id, text in queries:
             for k in self.plan.ks:
-                thread = self.thread(phase, mode, tier, user, template_id or "question", k)
+                thread = self.thread(phase, label, tier, user, template_id or "question", k)
                 asked.append(((kind, level, template_id, text, k), Query(text, user, thread, k, tiers)))
         answers = target.ask_many([q for _, q in asked])
         out = []
@@ -332,59 +371,81 @@ class _Unit:
             return lambda i: []
         return lambda i: [("question", None, None, self.instances[i].question)]
 
-    def after_phase(self, target: Target, mode: str) -> list[dict[str, Any]]:
+    def after_phase(self, target: Target, mode: str, d: Deletion | None = None) -> list[dict[str, Any]]:
         questions = self.questions()
         out = []
         for i in range(len(self.users)):
+            probes = self.probes
+            if d is not None and d.about == "fact":
+                from evaluators.planted import fact_probes
+
+                probes = fact_probes(self.facts[i].category)
             if self.plan.tier_probes:
                 for tier in target.tiers:
-                    out += self.ask(target, i, self.probes, phase="forget", mode=mode, tier=tier, tiers=(tier,))
+                    out += self.ask(target, i, probes, phase="forget", mode=mode, tier=tier, tiers=(tier,), d=d)
             overall: list[dict[str, Any]] = []
             if self.plan.overall_probes:
-                overall = self.ask(target, i, self.probes, phase="forget", mode=mode, tier=None,
-                                   tiers=self.plan.tiers)
+                overall = self.ask(target, i, probes, phase="forget", mode=mode, tier=None,
+                                   tiers=self.plan.tiers, d=d)
                 out += overall
             if questions(i):
                 out += self.ask(target, i, questions(i), phase="forget", mode=mode, tier=None,
-                                tiers=self.plan.tiers)
-            if self.adversary is not None and self.adversary.plan.after_forget:
+                                tiers=self.plan.tiers, d=d)
+            if self.adversary is not None and self.adversary.plan.after_forget and not (d is not None and d.request):
                 out += self.adversary.run(target, i, phase="forget", mode=mode, tiers=self.plan.tiers, seen=overall)
         return out
 
     # scanning ------------------------------------------------------------
 
     def scan(self, target: Target, mode: str, phase: str, changed: list[dict[str, Any]] | None,
-             fingerprints: list[list[str]] | None) -> list[dict[str, Any]]:
-        """One ``forensics`` record per user: every surface's status and that user's copies."""
+             fingerprints: list[list[str]] | None, d: Deletion | None = None) -> list[dict[str, Any]]:
+        """One ``forensics`` record per user: every surface's status and that user's copies
+        (of the value ``d`` forgets; with planted facts, ``other_counts`` of the other item;
+        with ``weigh_vectors``, what the leftover vectors reveal)."""
         surfaces = target.surfaces()
         self.phases.setdefault(mode, []).append(phase)
         if not surfaces:  # a target that keeps no surface memkit can read: nothing to record
             return []
         self.say(f"scanning {len(surfaces)} surfaces ({mode}: {phase})")
-        secrets = [c.value for c in self.canaries]
+        secrets = [c.value for c in self.canaries] + [f.value for f in self.facts]
         extra = [s for fp in fingerprints or [] for s in fp if s not in secrets]
         scans = scan_all(surfaces, list(dict.fromkeys(secrets + extra)), target.name).results()
+        weighed, vectors_na = None, None
+        if self.plan.weigh_vectors:
+            from evaluators.planted import planted_items, weigh_users
+
+            items = planted_items(self.users, self.planted, self.canaries, self.facts)
+            weighed, vectors_na = weigh_users(target, items, self.users, self.plan.seed)
         out = []
-        for i, (inst, user, c) in enumerate(zip(self.instances, self.users, self.canaries, strict=True)):
+        for i, (inst, user) in enumerate(zip(self.instances, self.users, strict=True)):
+            value = self.value_of(i, d)
             rec: dict[str, Any] = {
                 "type": "forensics", "design": target.name, "unit": self.plan.unit,
                 "question_id": inst.question_id, "S": self.plan.S, "mode": mode, "phase": phase,
-                "counts": {n: s.copies(c.value) for n, s in scans.items() if s.status == "checked"},
+                "counts": {n: s.copies(value) for n, s in scans.items() if s.status == "checked"},
                 "unchecked": sorted(n for n, s in scans.items() if s.status == "not_checked" or s.partial),
                 "changed": (changed[i] if changed else {}),
-                "surfaces": {n: _surface_status(s, c.value, self.plan.locations) for n, s in scans.items()},
+                "surfaces": {n: _surface_status(s, value, self.plan.locations) for n, s in scans.items()},
             }
             if user != inst.question_id:
                 rec["user_id"] = user
             if fingerprints is not None:
                 rec["fingerprint"] = _fingerprint_left(scans, fingerprints[i])
+            if self.facts:
+                other = self.canaries[i].value if d is not None and d.about == "fact" else self.facts[i].value
+                rec["other_counts"] = {n: s.copies(other) for n, s in scans.items() if s.status == "checked"}
+            if self.plan.weigh_vectors:
+                rec["vectors"] = weighed[i] if weighed is not None else {"na": vectors_na}
             out.append(rec)
         return out
 
     # forgetting ----------------------------------------------------------
 
     def forget(self, target: Target, d: Deletion) -> list[dict[str, Any]] | None:
-        """Forget every user (``d.scope``); each forget's changes, or ``None`` (n/a)."""
+        """Forget every user (``d.scope``, or a request in words); each forget's changes,
+        or ``None`` (n/a)."""
+        if d.request:
+            return self.forget_requests(target, d)
         operation = "forget_secret" if d.scope == "secret" else "forget_user"
         if not target.supports(operation):
             self.na[operation] = f"{target.name} has no {operation}"
@@ -401,10 +462,42 @@ class _Unit:
             changed.append(changes() if callable(changes) else {})
         return changed
 
+    def forget_requests(self, target: Target, d: Deletion) -> list[dict[str, Any]] | None:
+        """Each user's request of kind ``d.request`` about ``d.about``, through
+        :meth:`Target.forget_request`; ``changed["request"]["found"]``: whether what it
+        resolved to holds the value."""
+        from evaluators.planted import found, request_for
+
+        key = f"forget_request:{d.request}"
+        if not target.supports("forget_request"):
+            self.na[key] = f"{target.name} takes only a secret to forget, not a request in words"
+            return None
+        changed = []
+        self.say(f"forgetting {len(self.users)} users by request ({d.request}, {d.about}, {d.mode})")
+        for i, user in enumerate(self.users):
+            text = request_for(d.request, d.about, self.canaries[i], self.facts[i], self.planted[i], self.plan.seed)
+            try:
+                result = target.forget_request(text, user)
+            except NotApplicable as exc:
+                self.na[key] = str(exc)
+                return None
+            changes = getattr(result, "changes", None)
+            ch = changes() if callable(changes) else {}
+            ch.setdefault("request", {})["found"] = found(result, self.value_of(i, d))
+            changed.append(ch)
+        return changed
+
     def deletion(self, d: Deletion) -> list[dict[str, Any]]:
         """One deletion (class doc of :class:`Deletion`): its scans and after-forget calls."""
         plan = self.plan
         target, tmp = self.target, None
+        if d.request and not self.target.supports("forget_request"):
+            self.na[f"forget_request:{d.request}"] = (f"{self.target.name} takes only a secret to forget, "
+                                                      "not a request in words")
+            return _tagged(self.na_records(self.target, d), d)
+        if d.on_copy and not self.target.supports("fork"):
+            self.na[f"forget_request:{d.request}" if d.request else "fork"] = f"{self.target.name} cannot copy its memory"
+            return _tagged(self.na_records(self.target, d), d) if d.request else []
         if d.on_copy:
             tmp = Path(tempfile.mkdtemp(prefix=f"memkit-{d.mode}-", dir=plan.workdir))
             target = self.target.fork(tmp, d.mode)
@@ -412,22 +505,24 @@ class _Unit:
             scans: list[dict[str, Any]] = []
             calls: list[dict[str, Any]] = []
             fps = self.fingerprints() if d.scope == "user" and plan.fingerprint_cap else None
-            if plan.scan_before and not self.phases:
-                scans += self.scan(target, d.mode, "before", None, fps)
+            if (plan.scan_before and not self.scanned_before) or d.request:
+                # a request's collateral is what it took of what was there before
+                self.scanned_before = self.scanned_before or not d.request
+                scans += self.scan(target, d.mode, "before", None, fps, d)
             changed = self.forget(target, d)
             if changed is None:
-                return scans
+                return _tagged(scans + (self.na_records(target, d) if d.request else []), d)
             if target.reads_write:
-                scans += self.scan(target, d.mode, "forget", changed, fps)
+                scans += self.scan(target, d.mode, "forget", changed, fps, d)
                 scans += self.after_forget_steps(target, d, fps)
-                calls += self.after_phase(target, d.mode)
+                calls += self.after_phase(target, d.mode, d)
             else:
                 # Asking writes nothing: ask first, then close a copy so its files hold
                 # everything it wrote, and scan them.
-                calls += self.after_phase(target, d.mode)
+                calls += self.after_phase(target, d.mode, d)
                 if d.on_copy:
                     target.close()
-                scans += self.scan(target, d.mode, "forget", changed, fps)
+                scans += self.scan(target, d.mode, "forget", changed, fps, d)
                 scans += self.after_forget_steps(target, d, fps)
             if d.delete_threads and target.supports("delete_threads") and "delete_threads" not in self.na:
                 for user in self.users:  # the threads the after-forget questions opened: none is left
@@ -437,7 +532,7 @@ class _Unit:
                 shutil.rmtree(keep, ignore_errors=True)
                 keep.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(tmp, keep)
-            return scans + calls
+            return _tagged(scans + calls, d)
         finally:
             if d.on_copy:
                 target.close()
@@ -454,7 +549,7 @@ class _Unit:
                 except NotApplicable as exc:
                     self.na["delete_threads"] = str(exc)
                 else:
-                    out += self.scan(target, d.mode, "delete_threads", None, fps)
+                    out += self.scan(target, d.mode, "delete_threads", None, fps, d)
             else:
                 self.na["delete_threads"] = f"{target.name} keeps no conversations to delete"
         available = target.deletion_steps()
@@ -465,8 +560,16 @@ class _Unit:
                 continue
             self.say(f"deletion step {step}")
             available[step]()
-            out += self.scan(target, d.mode, step, None, fps)
+            out += self.scan(target, d.mode, step, None, fps, d)
         return out
+
+    def na_records(self, target: Target, d: Deletion) -> list[dict[str, Any]]:
+        """One ``forensics`` record per user saying the request was n/a, and why."""
+        why = self.na.get(f"forget_request:{d.request}") or self.na.get("fork", "n/a")
+        return [{"type": "forensics", "design": target.name, "unit": self.plan.unit, "question_id": inst.question_id,
+                 "S": self.plan.S, "mode": d.mode, "phase": "forget", "counts": {}, "na": why,
+                 **({"user_id": u} if u != inst.question_id else {})}
+                for inst, u in zip(self.instances, self.users, strict=True)]
 
     def fingerprints(self) -> list[list[str]]:
         """Each user's fingerprint against the other users' turns, with their canary."""
@@ -476,6 +579,14 @@ class _Unit:
         return [fingerprint(turns[i], others=[t for j, ts in enumerate(turns) if j != i for t in ts],
                             canaries=[self.canaries[i].value], cap=self.plan.fingerprint_cap)
                 for i in range(len(turns))]
+
+
+def _tagged(records: list[dict[str, Any]], d: Deletion) -> list[dict[str, Any]]:
+    """A request deletion's records carry its ``request`` kind and what it is ``about``."""
+    if d.request:
+        for r in records:
+            r["request"], r["about"] = d.request, d.about
+    return records
 
 
 def _surface_status(s: SurfaceResult, secret: str | None = None, cap: int = 0) -> dict[str, Any]:
@@ -516,9 +627,14 @@ def run_unit(target: Target, instances: Sequence[Instance], plan: UnitPlan, *,
     """
     if not instances:
         raise ValueError("run_unit: no instances")
+    from evaluators.forget_requests import ABOUT, REQUEST_KINDS
+
     for d in plan.deletions:
         if d.scope not in SCOPES:
             raise ValueError(f"forget scope must be one of {SCOPES}, got {d.scope!r}")
+        if d.request is not None and (d.request not in REQUEST_KINDS or d.about not in ABOUT or d.scope != "secret"):
+            raise ValueError(f"a forget request needs a kind of {REQUEST_KINDS}, about one of {ABOUT}, scope "
+                             f"'secret'; got {d.request!r} about {d.about!r} (scope {d.scope!r})")
     u = _Unit(target, instances, plan, say or (lambda _msg: None))
     records = u.canary_records()
     tokens: dict[str, Any] = {}

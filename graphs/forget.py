@@ -20,6 +20,9 @@ mode                       steps (graph nodes, in order)
 ``tombstone_redaction``    ``redact`` (the secret replaced in place in every tier,
                            re-embedded), ``tombstone`` (audit record: salted hash,
                            never the secret), ``purge_caches``, ``compact``
+``crypto_shred``           ``delete_raw``, ``cascade``, ``purge_caches``, ``shred_key``
+                           (the rest re-sealed under a new key, the old destroyed:
+                           :mod:`memkit.store.keystore`; not in :data:`STUDY_MODES`)
 =========================  ======================================================
 
 :func:`build_forget_graph` compiles a LangGraph whose entry routes on ``mode`` with
@@ -67,22 +70,14 @@ from memkit.store.cache import contains_secret
 from memkit.store.langgraph import NAMESPACE_SEPARATOR, chunk_namespace
 from memkit.store.tiered import TIERS, StoreError, TieredMemoryStore
 
-__all__ = [
-    "DELETION_MODES",
-    "LADDER",
-    "ForgetResult",
-    "ForgetState",
-    "build_forget_graph",
-    "USER_LADDER",
-    "forget",
-    "forget_user",
-    "MEMORIES",
-    "owner_rule",
-    "user_namespaces",
-]
+__all__ = ["DELETION_MODES", "LADDER", "MEMORIES", "STUDY_MODES", "USER_LADDER", "ForgetResult", "ForgetState",
+           "build_forget_graph", "forget", "forget_strings", "forget_user", "owner_rule", "user_namespaces"]
 
-DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction")
+DELETION_MODES = ("none", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone_redaction", "crypto_shred")
 """Deletion modes in ladder order (docs/design.md, "Vocabulary")."""
+
+STUDY_MODES = DELETION_MODES[:5]
+"""The study's five modes: a sweep's default (a default run keeps its identity)."""
 
 LADDER: dict[str, tuple[str, ...]] = {
     "none": (),
@@ -90,6 +85,7 @@ LADDER: dict[str, tuple[str, ...]] = {
     "raw_plus_resummarize": ("delete_raw", "resummarize"),
     "full_purge": ("delete_raw", "cascade", "purge_caches", "compact"),
     "tombstone_redaction": ("redact", "tombstone", "purge_caches", "compact"),
+    "crypto_shred": ("delete_raw", "cascade", "purge_caches", "shred_key"),
 }
 """The steps each deletion mode runs, in order."""
 
@@ -119,6 +115,7 @@ class ForgetResult:
         remaining: copies found by that re-read, per surface (absent when none).
         rewritten: disk surfaces compaction rebuilt from live records (old files shredded).
         unverified: surfaces neither verified nor rewritten, with the reason.
+        keys_destroyed: data keys ``crypto_shred`` destroyed.
     """
 
     mode: str
@@ -137,6 +134,7 @@ class ForgetResult:
     remaining: dict[str, int] = field(default_factory=dict)
     rewritten: list[str] = field(default_factory=list)
     unverified: dict[str, str] = field(default_factory=dict)
+    keys_destroyed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the fields."""
@@ -145,7 +143,8 @@ class ForgetResult:
     def changes(self) -> dict[str, Any]:
         """What the forget changed, as a run's ``forensics`` record keeps it: chunks
         ``deleted`` / ``redacted`` / ``created`` per tier (counts), the cache entries
-        purged, and the store's bytes before and after compaction."""
+        purged, the store's bytes around compaction (``crypto_shred``: keys destroyed)."""
+        shred = {"keys_destroyed": self.keys_destroyed} if self.mode == "crypto_shred" else {}
         return {
             "deleted": {t: len(v) for t, v in self.deleted.items()},
             "redacted": {t: len(v) for t, v in self.redacted.items()},
@@ -153,6 +152,7 @@ class ForgetResult:
             "cache_entries_purged": self.cache_entries_purged,
             "bytes_before": self.bytes_before,
             "bytes_after": self.bytes_after,
+            **shred,
         }
 
 
@@ -173,6 +173,7 @@ class ForgetState(TypedDict, total=False):
     user_id: str
     namespaces: list[str | tuple[str, ...]]
     fingerprints: list[str]
+    touched_namespaces: list[str]
 
 
 # --------------------------------------------------------------------------- steps
@@ -205,7 +206,12 @@ def _delete_raw(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict
     deleted = ctx.store.delete([c.id for c in hits])
     _merge(result.deleted, _by_tier(ctx.store, hits, deleted))
     result.affected_sessions = sorted({c.session_id for c in hits if c.id in set(deleted)})
-    return {"deleted_raw_ids": list(deleted)}
+    return {"deleted_raw_ids": list(deleted), "touched_namespaces": _touched(state, hits)}
+
+
+def _touched(state: ForgetState, chunks: Sequence[Any]) -> list[str]:
+    """The namespaces a forget deleted from so far (``crypto_shred`` rotates their keys)."""
+    return sorted({*state.get("touched_namespaces", []), *(c.namespace for c in chunks)})
 
 
 def _resummarize(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -243,7 +249,7 @@ def _cascade(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[st
     doomed = {c.id: c for c in [*derived, *containing]}
     deleted = ctx.store.delete(list(doomed))
     _merge(result.deleted, _by_tier(ctx.store, list(doomed.values()), deleted))
-    return {}
+    return {"touched_namespaces": _touched(state, list(doomed.values()))}
 
 
 def _purge_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -273,6 +279,27 @@ def _redacted(ctx: _Context, result: ForgetResult, changed: list[str]) -> dict[s
 
 def _redact(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
     return _redacted(ctx, result, ctx.store.redact(state["secret"], namespace=state.get("namespace")))
+
+
+def _shred_key(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    """Rotate the keys of the forget's namespace(s) and those it deleted from."""
+    from memkit.store.keystore import rotate_keys
+
+    ns = state.get("namespace")
+    names = {c.namespace for c in ctx.store.chunks()} if ns is None else {ns}
+    result.keys_destroyed += rotate_keys(ctx.store, names | set(state.get("touched_namespaces", [])))
+    return {}
+
+
+def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
+    """Destroy the user's keys (namespaces stored joined), rotate those it deleted from."""
+    from memkit.store.keystore import shred_keys
+
+    mine = {ns if isinstance(ns, str) else NAMESPACE_SEPARATOR.join(ns) for ns in state["namespaces"]}
+    n, ids = shred_keys(ctx.store, mine, set(state.get("touched_namespaces", [])) - mine)
+    result.keys_destroyed += n
+    _merge(result.deleted, {"raw": list(ids)} if ids else {})
+    return {}
 
 
 def _tombstone(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -323,7 +350,7 @@ def _delete_user_all(ctx: _Context, state: ForgetState, result: ForgetResult) ->
     doomed = {c.id: c for c in [*mine, *derived]}
     deleted = ctx.store.delete(list(doomed))
     _merge(result.deleted, _by_tier(ctx.store, list(doomed.values()), deleted))
-    return {}
+    return {"touched_namespaces": _touched(state, list(doomed.values()))}
 
 
 def _purge_user_caches(ctx: _Context, state: ForgetState, result: ForgetResult) -> dict[str, Any]:
@@ -365,6 +392,7 @@ USER_LADDER: dict[str, tuple[str, ...]] = {
     "raw_plus_resummarize": ("delete_user_raw", "resummarize"),
     "full_purge": ("delete_user_raw", "delete_user_all", "purge_user_caches", "compact"),
     "tombstone_redaction": ("redact_user", "tombstone_user", "purge_user_caches", "compact"),
+    "crypto_shred": ("delete_user_raw", "delete_user_all", "purge_user_caches", "shred_user_keys"),
 }
 """The steps of each deletion mode at user scope (:func:`forget_user`): the user's
 namespaces instead of the chunks holding one secret, the user's fingerprint
@@ -385,6 +413,8 @@ _STEPS: dict[str, Callable[[_Context, ForgetState, ForgetResult], dict[str, Any]
     "compact": _compact,
     "redact": _redact,
     "tombstone": _tombstone,
+    "shred_key": _shred_key,
+    "shred_user_keys": _shred_user_keys,
 }
 
 
@@ -402,6 +432,9 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
     """
     steps = list((USER_LADDER if user else LADDER)[mode])
     unverified: dict[str, str] = {}
+    if mode == "crypto_shred" and getattr(ctx.store, "keystore", None) is None:
+        raise StoreError("forget crypto_shred refused before changing anything: the store does not encrypt at "
+                         "rest, so there is no key to destroy (TieredMemoryStore(..., keystore=KeyStore(dir)))")
     if "compact" in steps:
         reason = ctx.store.compaction_blocker()
         if reason is not None:
@@ -418,6 +451,17 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
         if path is not None and not os.path.isfile(path):
             raise StoreError(f"forget {mode} refused before changing anything: LLM cache {path} does not exist")
     return steps, unverified
+
+
+def _disk_status(state: ForgetState, result: ForgetResult) -> None:
+    """The disk surfaces: rewritten by compaction, or unverified with the reason."""
+    if "compact" in result.steps:
+        result.rewritten = list(DISK_SURFACES)
+    elif state["mode"] == "crypto_shred" and not result.unverified:
+        result.unverified = dict.fromkeys(DISK_SURFACES, "crypto_shred does not rewrite the files: old bytes stay, "
+                                          "sealed under destroyed keys; vectors stay in clear")
+    elif not result.unverified:
+        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
 
 
 def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
@@ -439,14 +483,11 @@ def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> Non
             counts["cache"] = sum(1 for cache in ctx.caches for entry in cache.entries()
                                   if mm.contains(list(entry)))
     left = len(_user_chunks(ctx, state))
-    if state["mode"] == "full_purge" and left:
+    if state["mode"] in ("full_purge", "crypto_shred") and left:
         counts["text_other"] += left  # chunks of the user's namespaces (full_purge deletes them all)
     result.remaining = {k: v for k, v in counts.items() if v}
     result.verified = [k for k, v in counts.items() if not v]
-    if "compact" in result.steps:
-        result.rewritten = list(DISK_SURFACES)
-    elif not result.unverified:
-        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
+    _disk_status(state, result)
 
 
 def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
@@ -481,10 +522,7 @@ def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
         )
     result.remaining = {k: v for k, v in counts.items() if v}
     result.verified = [k for k, v in counts.items() if not v]
-    if "compact" in result.steps:
-        result.rewritten = list(DISK_SURFACES)
-    elif not result.unverified:
-        result.unverified = dict.fromkeys(DISK_SURFACES, f"{state['mode']} does not compact the store")
+    _disk_status(state, result)
 
 
 def _check(secret: str, mode: str) -> None:
@@ -549,7 +587,7 @@ def forget(
     # A forget that compacts holds the store's directory exclusively from its plan to
     # its verification, so other processes' writes land after it (or fail retryably
     # with StoreBusyError, raised here before anything is changed).
-    with store.exclusive(f"forget {mode}") if "compact" in LADDER[mode] else nullcontext():
+    with store.exclusive(f"forget {mode}") if "compact" in LADDER[mode] or mode == "crypto_shred" else nullcontext():
         plan, unverified = _plan(ctx, mode, unverified_ok)
         state: ForgetState = {"secret": secret, "mode": mode, "namespace": namespace, "S": S}
         result = ForgetResult(mode=mode, namespace=namespace, unverified=unverified)
@@ -563,6 +601,11 @@ def forget(
 MEMORIES = "memories"
 """The first label of the conventional per-user LangGraph namespace ``("memories", user_id)``
 (LangGraph's and langmem's examples)."""
+
+
+def forget_strings(store: TieredMemoryStore, strings: Sequence[str], mode: str, **kw: Any) -> list[ForgetResult]:
+    """:func:`forget` of each string in turn (``kw`` as :func:`forget`), one result each."""
+    return [forget(store, s, mode, **kw) for s in strings]
 
 
 def owner_rule(user_id: str, namespace_for: Callable[[str], Sequence[str]] | None = None

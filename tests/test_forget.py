@@ -86,7 +86,7 @@ def _residue_surfaces(m: Memory) -> list[str]:
 
 def test_ladder_order_and_routes() -> None:
     assert DELETION_MODES == ("none", "raw_only", "raw_plus_resummarize", "full_purge",
-                              "tombstone_redaction")
+                              "tombstone_redaction", "crypto_shred")
     assert list(LADDER) == list(DELETION_MODES)
 
 

@@ -86,6 +86,15 @@ def register(app: typer.Typer) -> None:
                                                                 "--fail-on counts only what is new or worse."),
         verbose: bool = typer.Option(False, "--verbose", help="Let other libraries' warnings and log lines through."),
         n_resamples: int = typer.Option(1000, help="Bootstrap resamples for the CIs."),
+        forget_request: list[str] = typer.Option(
+            [], "--forget-request", help="Also forget each user's item through a request in their own words, on a "
+                                         "copy (repeatable): exact, paraphrase, obfuscated, es, de, zh, indirect."),
+        forget_about: list[str] = typer.Option(
+            ["secret"], "--forget-about", help="What the requests ask to forget (repeatable): secret, fact."),
+        resolver: str = typer.Option(None, help="Chat model spec that judges requests (default: deterministic)."),
+        weigh_vectors: bool = typer.Option(False, "--weigh-vectors",
+                                           help="Weigh the leftover vectors: re-identification and attribute "
+                                                "inference per surface."),
         matrix: bool = typer.Option(False, "--matrix", help="Every built-in target x deletion API into one table."),
         probes: list[str] = typer.Option([], "--probes", help="Probes beyond the study's nine (repeatable): "
                                          "'library' (memkit's probe library) or a JSON probe file."),
@@ -132,7 +141,9 @@ def register(app: typer.Typer) -> None:
             t0 = time.perf_counter()
             result = run_target(target, options=options, mode=mode or "full_purge", forget_scope=forget_scope,
                                 steps=step, delete_threads=delete_threads, n=n, seed=seed, data=data, kind=kind,
-                                n_resamples=n_resamples, say=say, mode_given=mode is not None, adversary=adv)
+                                n_resamples=n_resamples, say=say, mode_given=mode is not None, adversary=adv,
+                                requests=forget_request, about=forget_about or ["secret"],
+                                weigh_vectors=weigh_vectors, resolver=resolver)
         except KeyboardInterrupt:
             typer.echo(f"\nmemkit audit: interrupted while {phase[-1] if phase else 'starting'}; nothing was "
                        "written (a target memkit built was removed; rerun the same command to start over)", err=True)

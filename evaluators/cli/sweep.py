@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from evaluators.cli.errors import os_error_line
 from evaluators.pool import WorkerDied
 from evaluators.sweep import RESULTS, SweepConfig, SweepLockedError, run_sweep
-from graphs.forget import DELETION_MODES
+from graphs.forget import DELETION_MODES, STUDY_MODES
 
 # --------------------------------------------------------------------------- CLI
 
@@ -75,8 +75,9 @@ def register(app: typer.Typer) -> None:
         summary_levels: str = typer.Option("0,1,2", help="Summary levels S, comma-separated."),
         k: str = typer.Option("1,3,6,10,25", "--k", help="Retrieval breadths, comma-separated."),
         deletion_modes: str = typer.Option(
-            ",".join(DELETION_MODES), show_default="all five",
-            help=f"Deletion modes, comma-separated ('' for none): {', '.join(DELETION_MODES)}."),
+            ",".join(STUDY_MODES), show_default="the study's five",
+            help=f"Deletion modes, comma-separated ('' for none): {', '.join(DELETION_MODES)} "
+                 "(crypto_shred runs when named)."),
         workers: int = typer.Option(1, help="Parallel worker processes."),
         concurrency: int | None = typer.Option(
             None, help="Model calls in flight per worker (default: 8 for remote APIs, 4 for "
@@ -111,6 +112,16 @@ def register(app: typer.Typer) -> None:
         pg_uri: str | None = typer.Option(
             None, "--pg-uri", help="--target backend postgres: the server (default: a temporary one)."),
         pgdata: Path | None = typer.Option(None, "--pgdata", help="--target: the PostgreSQL data directory, if local."),
+        forget_requests: str = typer.Option(
+            "", "--forget-requests", help="Also forget through requests in the user's words after each deletion "
+                                          "mode, each on a copy, comma-separated: exact, paraphrase, obfuscated, "
+                                          "es, de, zh, indirect ('' for none)."),
+        forget_about: str = typer.Option("secret", "--forget-about", help="What the requests ask to forget: "
+                                                                         "secret, fact or secret,fact."),
+        forget_resolver: str | None = typer.Option(
+            None, "--forget-resolver", help="Chat model spec that judges requests (default: deterministic)."),
+        weigh_vectors: bool = typer.Option(False, "--weigh-vectors", help="Weigh the leftover vectors at every "
+                                                                          "scan (re-identification, attributes)."),
         probes: list[str] = typer.Option([], "--probes", help="Probes beyond the study's nine (repeatable): "
                                          "'library' (memkit's probe library) or a JSON probe file."),
         attack_budget: int | None = typer.Option(None, "--attack-budget", help="Adaptive attacker's queries per "
@@ -162,6 +173,10 @@ def register(app: typer.Typer) -> None:
                 target=target,
                 target_options={k: str(v) for k, v in {"backend": backend, "pg_uri": pg_uri,
                                                        "pgdata": pgdata}.items() if v is not None},
+                forget_requests=[x.strip() for x in forget_requests.split(",") if x.strip()],
+                forget_about=[x.strip() for x in forget_about.split(",") if x.strip()],
+                forget_resolver=forget_resolver,
+                weigh_vectors=weigh_vectors,
                 probes=list(probes),
                 attack_budget=attack_budget or 0,
                 attacker_model=attacker_model,

@@ -452,7 +452,9 @@ def write_report(out_dir: str | Path, *, redact_hypotheses: bool = False) -> Pat
     run = read_run(out, need=("metrics.json",), metrics=True)  # the one reader of a run directory
     metrics, config = run.metrics, run.config
     figures = write_figures(metrics, out)
-    tbls = tables(metrics, config)
+    from evaluators.report.forgetting import report_tables
+
+    tbls = tables(metrics, config) + report_tables(metrics)
     cfg_rows = _applicable_config(config)
     from evaluators.report.findings import VERDICTS, evaluate_findings
 

@@ -29,6 +29,7 @@ __all__ = [
     "normalized",
     "partial",
     "probes_for",
+    "probes_naming",
     "segments",
 ]
 
@@ -100,7 +101,12 @@ def probes_for(kind: str = "token") -> dict[str, list[Probe]]:
     """
     if kind not in KIND_NAMES:
         raise ValueError(f"unknown secret kind {kind!r}; expected one of {tuple(KIND_NAMES)}")
-    name = KIND_NAMES[kind]
+    return probes_naming(KIND_NAMES[kind])
+
+
+def probes_naming(name: str) -> dict[str, list[Probe]]:
+    """The study's probe templates per level, naming the item ``name`` (``"session
+    token"``, ``"doctor's name"``): :func:`probes_for` for an item of any kind."""
     return {
         level: [
             Probe(id=f"{level}-{i}", level=level, text=template.format(name=name))

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from graphs.forget import DELETION_MODES
+from graphs.forget import DELETION_MODES, STUDY_MODES
 from memkit.dataset.draw import draw_instances
 from memkit.dataset.longmemeval import Instance
 
@@ -21,6 +21,11 @@ CACHE = "llm_cache.sqlite"
 class SweepLockedError(RuntimeError):
     """Another process holds the output directory's lock."""
 
+
+OPTIONAL_IDENTITY = {"forget_requests": [], "forget_about": ["secret"], "weigh_vectors": False,
+                     "forget_resolver": None}
+"""Fields left out of a run's identity while they hold these defaults, so runs from
+before they existed resume unchanged."""
 
 NOT_IDENTITY = {"workers", "api_key_env", "keep_stores", "concurrency", "rps", "executor", "ray_address",
                 "redact_hypotheses", "n_instances"}
@@ -39,7 +44,9 @@ class SweepConfig(BaseModel):
         summarizer_model: summarizer spec (default: ``model``).
         summary_levels: S values (0 raw, 1 key facts, 2 one sentence).
         ks: retrieval breadths.
-        deletion_modes: modes of the residue phase (``[]`` skips it).
+        deletion_modes: modes of the residue phase (``[]`` skips it); default the study's
+            five (:data:`graphs.forget.STUDY_MODES`): ``crypto_shred`` runs when named, so a
+            default configuration keeps the identity its runs had before it existed.
         synthetic_sessions: sessions per synthetic instance (an int or ``[lo, hi]``).
         synthetic_turns: turns per synthetic session (an int or ``[lo, hi]``).
         max_tokens: cap on generated tokens per LLM call (``None``: :data:`memkit.models.chat.DEFAULT_MAX_TOKENS`, 256).
@@ -72,6 +79,15 @@ class SweepConfig(BaseModel):
         target_options: keyword options for the target's factory (``backend``,
             ``pg_uri`` ...), JSON values only; ``pg_uri`` and ``pgdata`` are not part of
             the identity (nor written to ``config.json``).
+        forget_requests: request kinds (:data:`evaluators.forget_requests.REQUEST_KINDS`)
+            to forget through, in the user's words, after each deletion mode but
+            ``none``, each on its own copy (``[]``: none); each user then also gets a
+            planted fact.
+        forget_about: what the requests ask to forget: ``secret`` and/or ``fact``.
+        forget_resolver: the chat model spec that judges requests (``None``: the
+            deterministic resolver, :mod:`graphs.forget_request`).
+        weigh_vectors: weigh the leftover vectors at every scan
+            (:mod:`memkit.residue.weigh`).
         probes: probe sets beyond the study's (``library``, probe files;
             :func:`evaluators.adversary.resolve_probes`); a file's SHA-256 is part of
             the identity. attack_budget: the adaptive attacker's queries per user.
@@ -87,7 +103,7 @@ class SweepConfig(BaseModel):
     summarizer_model: str | None = None
     summary_levels: list[int] = Field(default_factory=lambda: [0, 1, 2])
     ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
-    deletion_modes: list[str] = Field(default_factory=lambda: list(DELETION_MODES))
+    deletion_modes: list[str] = Field(default_factory=lambda: list(STUDY_MODES))
     synthetic_sessions: int | list[int] = Field(default_factory=lambda: [2, 6])
     synthetic_turns: int | list[int] = Field(default_factory=lambda: [6, 10])
     max_tokens: int | None = Field(None, ge=1)
@@ -104,6 +120,30 @@ class SweepConfig(BaseModel):
     redact_hypotheses: bool = False
     target: str | None = None
     target_options: dict[str, Any] = Field(default_factory=dict)
+    forget_requests: list[str] = Field(default_factory=list)
+    forget_about: list[str] = Field(default_factory=lambda: ["secret"])
+    forget_resolver: str | None = None
+    weigh_vectors: bool = False
+
+    @field_validator("forget_requests")
+    @classmethod
+    def _requests(cls, v: list[str]) -> list[str]:
+        from evaluators.forget_requests import REQUEST_KINDS
+
+        bad = [k for k in v if k not in REQUEST_KINDS]
+        if bad:
+            raise ValueError(f"unknown forget request kinds {bad}; choose from {list(REQUEST_KINDS)}")
+        return [k for k in REQUEST_KINDS if k in v]
+
+    @field_validator("forget_about")
+    @classmethod
+    def _about(cls, v: list[str]) -> list[str]:
+        from evaluators.forget_requests import ABOUT
+
+        bad = [a for a in v if a not in ABOUT]
+        if bad or not v:
+            raise ValueError(f"forget requests are about {list(ABOUT)}; got {v}")
+        return [a for a in ABOUT if a in v]
     probes: list[str] = Field(default_factory=list)
     attack_budget: int = Field(0, ge=0)
     attacker_model: str | None = None
@@ -152,6 +192,20 @@ class SweepConfig(BaseModel):
             raise ValueError(f"unknown deletion modes {bad}; choose from {list(DELETION_MODES)}")
         return [m for m in DELETION_MODES if m in v]
 
+    def deletions(self, *, fork: bool, label: str | None = None) -> tuple[Any, ...]:
+        """A unit's deletions (:class:`evaluators.runner.Deletion`): each deletion mode on
+        its own copy, then each forget request kind about each item after each mode but
+        ``none`` (on a copy); a target that cannot copy its memory forgets once, in place,
+        with ``label``."""
+        from evaluators.runner import Deletion
+
+        if not fork:
+            return (Deletion(label or "forget"),) if self.deletion_modes else ()
+        out = [Deletion(mode, on_copy=True) for mode in self.deletion_modes]
+        out += [Deletion(mode, on_copy=True, request=kind, about=about) for mode in self.deletion_modes
+                if mode != "none" for about in self.forget_about for kind in self.forget_requests]
+        return tuple(out)
+
     def model_kwargs(self) -> dict[str, Any]:
         """Constructor options for :func:`memkit.models.chat.chat_model` from this config.
 
@@ -176,6 +230,9 @@ class SweepConfig(BaseModel):
         ident = self.model_dump(exclude=NOT_IDENTITY)
         if ident.get("design") == "study":
             del ident["design"]  # runs from before designs existed resume unchanged
+        for key, default in OPTIONAL_IDENTITY.items():
+            if ident.get(key) == default:
+                del ident[key]  # runs from before requests and vector weighing resume unchanged
         if ident.get("target") is None:
             ident.pop("target", None)  # a design run's identity is unchanged by targets
             ident.pop("target_options", None)

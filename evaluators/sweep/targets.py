@@ -57,17 +57,21 @@ def target_unit(config: SweepConfig, instance: Instance, S: int | None, unit: st
 
     assert config.target is not None
     options: dict[str, Any] = {**config.target_options, "model": config.model}
+    if config.forget_resolver is not None:
+        options["resolver"] = config.forget_resolver
     if S is not None:
         options["S"] = S
     target = as_target(load_target(config.target, **options))
     try:
-        if target.supports("fork"):
-            deletions = tuple(Deletion(mode, on_copy=True) for mode in config.deletion_modes)
-        else:
-            deletions = (Deletion(target.forget_label),) if config.deletion_modes else ()
+        deletions = config.deletions(fork=target.supports("fork"), label=target.forget_label)
+        if not target.supports("fork"):
+            # requests need a copy of the memory each: n/a here, with the reason
+            deletions += tuple(Deletion(target.forget_label, on_copy=True, request=kind, about=about)
+                               for about in config.forget_about for kind in config.forget_requests)
         plan = UnitPlan(unit=unit, seed=config.seed, S=S,
                         ks=tuple(config.ks) if target.takes_k else (None,),
-                        deletions=deletions, overall_probes=not target.tiers, adversary=config.adversary())
+                        deletions=deletions, overall_probes=not target.tiers, adversary=config.adversary(),
+                        weigh_vectors=config.weigh_vectors)
         run = run_unit(target, [instance], plan)
         counts = {**target.usage(), "tokens": {p: by_model for p, by_model in run.tokens.items() if by_model}}
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaluators.runner import Deletion, UnitPlan, run_unit, safe_dir_name
+from evaluators.runner import UnitPlan, run_unit, safe_dir_name
 from evaluators.sweep.config import SweepConfig, unit_collection, unit_id
 from evaluators.sweep.read_path import shared_model
 from graphs.designs import MemoryDesign, resolve_design
@@ -65,12 +65,14 @@ def run_sweep_unit(
     design = design or resolve_design(config.design)
     target = MemkitDesignTarget(design, None, S=S, model=resp_spec, summarizer_model=summ_spec, k=max(config.ks),
                                 cache=cache, concurrency=config.calls_in_flight(), rps=config.rps,
-                                collection=unit_collection(unit), name=design.name)
+                                collection=unit_collection(unit), name=design.name,
+                                resolver=config.forget_resolver)
     plan = UnitPlan(
         unit=unit, seed=config.seed, S=S, ks=tuple(config.ks), tiers=design.tiers_for(S),
-        deletions=tuple(Deletion(mode, on_copy=True) for mode in config.deletion_modes),
+        deletions=config.deletions(fork=True),
         overall_probes=False, adversary=config.adversary(),
         keep_dir=Path(stores_dir) / safe_dir_name(instance.question_id) / f"S{S}" if stores_dir else None,
+        weigh_vectors=config.weigh_vectors,
     )
     try:
         run = run_unit(target, [instance], plan)

@@ -15,6 +15,11 @@ memory objects have attached (:func:`evaluators.targets.stores.attach`):
 * **forget a secret**: the user's ``forget(secret, user_id)``; else, on memkit's
   stores, a deletion mode (``forget_mode``) of :mod:`graphs.forget`; else
   ``BaseStore.delete`` of every item of the user whose value holds the secret;
+* **forget a request in words** ("forget my doctor's name",
+  :mod:`graphs.forget_request`): on memkit's stores, resolved over the user's
+  namespaces and forgotten with ``forget_mode``; on any other ``BaseStore``, resolved
+  over the user's items and every item holding what it resolved to deleted; n/a with
+  only a user's ``forget(secret)``;
 * **forget a user**: the user's ``forget_user(user_id)``; else
   :func:`graphs.forget.forget_user` on memkit's stores; else ``BaseStore.delete`` of
   every item of the user, and their threads;
@@ -32,6 +37,7 @@ audit's synthetic users is deleted again when the target closes.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -46,7 +52,7 @@ from evaluators.agents import (
     has_messages_channel,
 )
 from evaluators.targets.base import Answer, NotApplicable, Query, Recalled, Target
-from evaluators.targets.stores import attach, store_items
+from evaluators.targets.stores import LazyEmbedder, attach, store_items
 
 __all__ = ["AgentTarget", "as_target"]
 
@@ -191,6 +197,10 @@ class AgentTarget(Target):
                 _is_base_store(self.store) and not _is_memkit_store(self.store))
         if operation == "delete_threads":
             return bool(self.savers)
+        if operation == "forget_request":
+            return self.forget_fn is None and (memkit_store or _is_base_store(self.store))
+        if operation == "leftover_vectors":
+            return self.attached.vectors is not None
         return super().supports(operation)
 
     def _user_items(self, user_id: str) -> list[Any]:
@@ -208,6 +218,7 @@ class AgentTarget(Target):
         if _is_memkit_store(self.store) and self.forget_mode is not None:
             from evaluators.agents import forget_in_store
 
+            self._check_keys()
             return forget_in_store(self.store, secret, self.forget_mode)
         if not _is_base_store(self.store):
             raise NotApplicable(f"{self.name}: no forget was given and no store to delete from")
@@ -219,6 +230,56 @@ class AgentTarget(Target):
             self.store.delete(ns, key)
         return len(doomed)
 
+    def forget_request(self, request: str, user_id: str) -> Any:
+        """Forget what ``request`` asks (module doc); a :class:`graphs.forget_request.RequestForget`."""
+        from graphs.forget import forget_strings
+        from graphs.forget_request import Item, RequestForget, Resolution, resolve, store_items
+
+        if self.forget_fn is not None or not (_is_base_store(self.store) or _is_memkit_store(self.store)):
+            raise NotApplicable(f"{self.name} takes only a secret to forget, not a request in words")
+        if _is_memkit_store(self.store) and self.forget_mode is not None:
+            from graphs.forget import user_namespaces
+
+            self._check_keys()
+            tiered = getattr(self.store, "tiered", self.store)
+            labels = user_namespaces(tiered, user_id, namespace_for=self.namespace_for)
+            res = resolve(request, [it for n in labels for it in store_items(tiered, n)], tiered.embedder)
+            results = []
+            for n in sorted({m.item.namespace for m in res.matches}):  # as stored
+                mine = [s for m in res.matches if m.item.namespace == n
+                        for s in Resolution(request, res.resolver, [m]).strings()]
+                results += forget_strings(tiered, list(dict.fromkeys(mine)), self.forget_mode, namespace=n)
+            return RequestForget(res, results)
+        from memkit.models.extractive import split_sentences
+        from memkit.scan.matching import matcher
+
+        items = []
+        for i in self._user_items(user_id):
+            text = i.value.get("content") if isinstance(i.value, dict) else None
+            text = text if isinstance(text, str) else json.dumps(i.value, ensure_ascii=False)
+            date = str(i.value.get("date", "")) if isinstance(i.value, dict) else ""
+            items += [Item(f"{'/'.join(i.namespace)}:{i.key}", s, date, "/".join(i.namespace))
+                      for s in split_sentences(text)]
+        res = resolve(request, items, self.attached.embedder or LazyEmbedder())
+        ms = [matcher(s) for s in res.strings()]
+        doomed = [(tuple(i.namespace), i.key) for i in self._user_items(user_id) if any(m.contains(i.value) for m in ms)]
+        for ns, key in doomed:
+            self.store.delete(ns, key)
+        return _StoreRequestForget(res, len(doomed))
+
+    def leftover_vectors(self) -> tuple[Any, Any]:
+        """The store's leftover vectors (:func:`evaluators.targets.stores.attach`)."""
+        if self.attached.vectors is None:
+            raise NotApplicable(f"{self.name}: memkit cannot read this store's vectors")
+        return self.attached.vectors(), self.attached.embedder
+
+    def _check_keys(self) -> None:
+        """``crypto_shred`` on a memkit store that keeps no per-user keys: n/a."""
+        tiered = getattr(self.store, "tiered", self.store)
+        if self.forget_mode == "crypto_shred" and getattr(tiered, "keystore", None) is None:
+            raise NotApplicable(f"{self.name}: crypto_shred needs a store that encrypts at rest with per-user "
+                                "keys (TieredMemoryStore(..., keystore=KeyStore(dir))); this one does not")
+
     def forget_user(self, user_id: str) -> Any:
         """Forget everything of the user (module doc)."""
         if self.forget_user_fn is not None:
@@ -227,6 +288,7 @@ class AgentTarget(Target):
             from graphs.forget import forget_user
 
             tiered = getattr(self.store, "tiered", self.store)
+            self._check_keys()
             return forget_user(tiered, user_id, self.forget_mode)
         if not _is_base_store(self.store):
             raise NotApplicable(f"{self.name}: no forget_user was given and no store to delete from")
@@ -294,6 +356,21 @@ class AgentTarget(Target):
                     self.delete_threads(user)
         while self.attached.closers:
             self.attached.closers.pop(0)()
+
+
+class _StoreRequestForget:
+    """A request forgotten from a ``BaseStore``: what it resolved to and the items deleted."""
+
+    def __init__(self, resolution: Any, deleted: int) -> None:
+        self.resolution, self.deleted = resolution, deleted
+
+    @property
+    def resolved_texts(self) -> list[str]:
+        return self.resolution.texts()
+
+    def changes(self) -> dict[str, Any]:
+        return {"deleted": {"items": self.deleted},
+                "request": {"items": len(self.resolution.matches), "resolver": self.resolution.resolver}}
 
 
 def as_target(obj: Any, **options: Any) -> Target:

@@ -6,6 +6,10 @@ A :class:`Target` is what :func:`evaluators.audit.audit` runs: it can
 * **ask** a question in a fresh conversation (``ask(text, user_id, thread_id)``);
 * **forget a secret** of a user (``forget_secret(secret, user_id)``);
 * **forget a user** (``forget_user(user_id)``: every memory and conversation);
+* **forget what a request in words asks** (``forget_request(request, user_id)``:
+  "forget my doctor's name"; a target that takes only a secret is n/a for requests);
+* give its **leftover vectors** (:meth:`Target.leftover_vectors`: stored vectors no
+  live record owns, weighed by :mod:`memkit.residue.weigh`);
 * list the **surfaces** it keeps (:meth:`Target.surfaces`): each a :class:`Surface`,
   a scanner that reports where copies of a secret still live;
 * run **deletion steps** beyond its API delete (:meth:`Target.deletion_steps`:
@@ -269,6 +273,25 @@ class Target(ABC):
         """
         raise NotApplicable(f"{self.name} has no API to forget a user")
 
+    def forget_request(self, request: str, user_id: str) -> Any:
+        """Forget what ``request`` (the user's own words) asks to forget from the user's
+        memory; returns an object whose ``resolved_texts`` are the memories it resolved to
+        and whose ``changes()`` says what changed (:class:`graphs.forget_request.RequestForget`).
+
+        Raises:
+            NotApplicable: the system takes only a secret, not a request (the default).
+        """
+        raise NotApplicable(f"{self.name} takes only a secret to forget, not a request in words")
+
+    def leftover_vectors(self) -> tuple[Any, Any]:
+        """``(read, embedder)``: every stored vector no live record owns
+        (:class:`memkit.residue.vectors.VectorRead`) and the embedding model that wrote them.
+
+        Raises:
+            NotApplicable: the vectors cannot be read here (the default).
+        """
+        raise NotApplicable(f"{self.name}: memkit cannot read its stored vectors")
+
     def delete_threads(self, user_id: str) -> Any:
         """Delete the user's conversations (checkpointer threads).
 
@@ -288,7 +311,8 @@ class Target(ABC):
 
     def supports(self, operation: str) -> bool:
         """Whether the target implements ``operation`` (``forget_secret``,
-        ``forget_user``, ``delete_threads``, ``fork``): a subclass overrides it."""
+        ``forget_user``, ``forget_request``, ``delete_threads``, ``fork``,
+        ``leftover_vectors``): a subclass overrides it."""
         return getattr(type(self), operation, None) is not getattr(Target, operation, None)
 
     def surfaces(self) -> list[Surface]:

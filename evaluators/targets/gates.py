@@ -200,7 +200,8 @@ def junit_xml(target: str, verdicts: Sequence[tuple[Condition, bool, str]], repo
 
 def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope: str, steps: Sequence[str],
                delete_threads: bool, n: int, seed: int, data: str, kind: str, n_resamples: int,
-               say: Any = None, mode_given: bool = False, adversary: Any = None) -> Any:
+               say: Any = None, mode_given: bool = False, adversary: Any = None, requests: Sequence[str] = (),
+               about: Sequence[str] = ("secret",), weigh_vectors: bool = False, resolver: str | None = None) -> Any:
     """Load ``spec`` (:func:`evaluators.targets.base.load_target`), make it a target
     (:func:`evaluators.targets.agent.as_target`: a Target, a graph, a mapping
     ``{"agent", "store", "checkpointer", ...}`` or a tuple) and audit it.
@@ -208,6 +209,9 @@ def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope
     ``mode_given``: the user chose ``mode``; a target it cannot apply to (one that
     forgets through its own API) is refused before any work. ``adversary``: an
     :class:`evaluators.adversary.AdversaryPlan` (``None``: the study's probes only).
+    ``requests``, ``about``, ``weigh_vectors``: forget requests in words and leftover-vector
+    weighing (:func:`evaluators.audit.audit_plan`); ``resolver``: the chat model spec that
+    judges requests (a factory that takes ``resolver``).
 
     Returns:
         The :class:`~evaluators.audit.AuditResult`.
@@ -231,13 +235,15 @@ def run_target(spec: str, *, options: Mapping[str, Any], mode: str, forget_scope
             return run_target(spec, options={**options, "pg_uri": server.get_uri(), "pgdata": root}, mode=mode,
                               forget_scope=forget_scope, steps=steps, delete_threads=delete_threads, n=n,
                               seed=seed, data=data, kind=kind, n_resamples=n_resamples, say=say,
-                              mode_given=mode_given, adversary=adversary)
+                              mode_given=mode_given, adversary=adversary, requests=requests, about=about,
+                              weigh_vectors=weigh_vectors, resolver=resolver)
     instances = load_audit_instances(data, n, seed)
     plan = audit_plan(forget=mode != "none", label="?", forget_scope=forget_scope, steps=steps,
-                      delete_threads=delete_threads, seed=seed, kind=kind, adversary=adversary)
+                      delete_threads=delete_threads, seed=seed, kind=kind, adversary=adversary,
+                      forget_requests=requests, forget_about=about, weigh_vectors=weigh_vectors)
     if say:
         say(f"building target {spec}")
-    made = load_target(spec, mode=mode, **options)
+    made = load_target(spec, mode=mode, **options, **({"resolver": resolver} if resolver else {}))
     if isinstance(made, Mapping) and "forget_mode" not in made and mode != "none":
         made = {**made, "forget_mode": mode}
     try:

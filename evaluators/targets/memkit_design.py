@@ -7,7 +7,10 @@ The design's compiled write graph stores each user's sessions at summary level `
 tiers the design reads at ``S`` (or the tiers a query names), top ``k``, through the
 sweep's retrieval and response memos (:class:`evaluators.sweep.read_path.ReadPath`).
 ``forget_secret`` runs a deletion mode of :mod:`graphs.forget` (``mode``) in the
-user's namespace; ``forget_user`` deletes every chunk of the user's namespace.
+user's namespace; ``forget_user`` deletes every chunk of the user's namespace (with
+``crypto_shred``, :func:`graphs.forget.forget_user`: the user's key destroyed too).
+With ``mode="crypto_shred"`` the store seals every text under the user's data key
+(:mod:`memkit.store.keystore`; keys in ``workdir/keys``, in memory without a workdir).
 :meth:`MemkitDesignTarget.fork` copies the users' memory (and the LLM cache) into a
 directory for one deletion mode, as the sweep forgets each mode on its own copy.
 Deletion step: ``compact`` (:meth:`memkit.store.tiered.TieredMemoryStore.compact`). A
@@ -32,7 +35,7 @@ from evaluators.targets.residue_surfaces import residue_surfaces
 
 __all__ = ["CHROMA_SURFACES", "MemkitDesignTarget", "build"]
 
-CHROMA_SURFACES = ("text_raw", "text_summary", "text_other", "metadata", "stale_embedding", "disk_sqlite",
+CHROMA_SURFACES = ("text_raw", "text_summary", "text_other", "metadata", "stale_embedding", "stale_vector", "disk_sqlite",
                    "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other")
 """The residue surfaces of a Chroma directory."""
 
@@ -50,6 +53,8 @@ class MemkitDesignTarget(Target):
         cache: an :class:`memkit.store.cache.LLMCache` for both models (``None``: none).
         concurrency, rps: responder calls in flight and requests per second.
         collection: the in-memory store's collection name.
+        resolver: the chat model (or spec) that judges forget requests in words
+            (:mod:`graphs.forget_request`); ``None``: the deterministic resolver.
         name: the label in records (default ``memkit[design, S=, mode]``).
         cleanup: remove ``workdir`` on :meth:`close`.
     """
@@ -62,7 +67,7 @@ class MemkitDesignTarget(Target):
                  mode: str = "full_purge", model: Any = "extractive", summarizer_model: Any = None, k: int = 3,
                  cache: Any = None, concurrency: int = 1, rps: float | None = None,
                  collection: str | None = None, name: str | None = None, cleanup: bool = False,
-                 _respond: Any = None, _store: Any = None) -> None:
+                 resolver: Any = None, _respond: Any = None, _store: Any = None) -> None:
         from evaluators.sweep.read_path import Responses
         from graphs.designs import resolve_design
         from graphs.forget import DELETION_MODES
@@ -77,13 +82,15 @@ class MemkitDesignTarget(Target):
         self.S, self.mode, self.k, self.model = S, mode, k, model
         self.summarizer_model = summarizer_model if summarizer_model is not None else model
         self.cache, self.concurrency, self.rps = cache, concurrency, rps
+        self.resolver = resolver
         self.workdir, self._cleanup = workdir, cleanup
         if _store is not None:
             self.store = _store
         elif workdir is None:
-            self.store = TieredMemoryStore(collection=collection or "memory")
+            self.store = TieredMemoryStore(collection=collection or "memory", keystore=_keys(mode, None))
         else:
-            self.store = TieredMemoryStore(workdir / "chroma", collection=collection or "memory", create=True)
+            self.store = TieredMemoryStore(workdir / "chroma", collection=collection or "memory", create=True,
+                                           keystore=_keys(mode, workdir))
         self.summarizer = self.design.summarizer(self.summarizer_model, cache=cache)
         self.respond = _respond or Responses(self.design.responder(model, cache=cache),
                                              concurrency=concurrency, rps=rps)
@@ -149,9 +156,35 @@ class MemkitDesignTarget(Target):
         return forget(self.store, secret, self.mode, namespace=user_id, S=self.S, summarizer=self.summarizer,
                       cache=self.cache)
 
-    def forget_user(self, user_id: str) -> list[str]:
-        """Delete every chunk of the user's namespace."""
+    def forget_request(self, request: str, user_id: str) -> Any:
+        """:func:`graphs.forget_request.forget_request` with ``mode`` in the user's namespace."""
+        from graphs.forget_request import forget_request
+
         self._path = None
+        if isinstance(self.resolver, str):
+            from memkit.models import chat_model
+
+            self.resolver = chat_model(self.resolver, max_tokens=16)
+        return forget_request(self.store, request, self.mode, namespace=user_id, chat_model=self.resolver,
+                              S=self.S, summarizer=self.summarizer, cache=self.cache)
+
+    def leftover_vectors(self) -> tuple[Any, Any]:
+        """The Chroma directory's leftover vectors (:func:`memkit.residue.vectors.chroma_leftover_vectors`)."""
+        from evaluators.targets.base import NotApplicable
+        from memkit.residue.vectors import chroma_leftover_vectors
+
+        if self.store.path is None:
+            raise NotApplicable("an in-memory store: chroma keeps its deleted vectors inside the process")
+        return chroma_leftover_vectors(self.store.path), self.store.embedder
+
+    def forget_user(self, user_id: str) -> Any:
+        """Delete every chunk of the user's namespace (``crypto_shred``: and destroy its key)."""
+        self._path = None
+        if self.mode == "crypto_shred":
+            from graphs.forget import forget_user
+
+            return forget_user(self.store, user_id, self.mode, namespaces=[user_id], summarizer=self.summarizer,
+                               cache=self.cache)
         return self.store.delete([c.id for c in self.store.chunks(namespace=user_id)])
 
     def fork(self, workdir: Path, mode: str | None = None) -> MemkitDesignTarget:
@@ -162,7 +195,7 @@ class MemkitDesignTarget(Target):
         from memkit.store.cache import LLMCache
         from memkit.store.tiered import TieredMemoryStore
 
-        copy = TieredMemoryStore(workdir / "chroma", collection="memory")
+        copy = TieredMemoryStore(workdir / "chroma", collection="memory", keystore=_keys(mode or self.mode, workdir))
         try:
             for user in self.users:
                 self.store.copy_namespace(user, user, target=copy)
@@ -175,7 +208,7 @@ class MemkitDesignTarget(Target):
             cache = LLMCache(workdir / "llm_cache.sqlite")
         forked = MemkitDesignTarget(self.design, workdir, S=self.S, mode=mode or self.mode, model=self.model,
                                     summarizer_model=self.summarizer_model, k=self.k, cache=cache,
-                                    name=self.name, _respond=self.respond, _store=copy)
+                                    name=self.name, resolver=self.resolver, _respond=self.respond, _store=copy)
         forked.kmax, forked.users = self.kmax, list(self.users)
         return forked
 
@@ -208,9 +241,19 @@ class MemkitDesignTarget(Target):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def _keys(mode: str, workdir: Path | None) -> Any:
+    """The key store a ``crypto_shred`` memory seals with (``None`` for other modes)."""
+    if mode != "crypto_shred":
+        return None
+    from memkit.store.keystore import KeyStore
+
+    return KeyStore(workdir / "keys" if workdir is not None else None)
+
+
 def build(design: Any = "study", *, workdir: str | Path | None = None, S: int = 1, mode: str = "full_purge",
-          model: Any = "extractive", k: int = 3) -> MemkitDesignTarget:
-    """The ``memkit`` target (module doc); ``mode`` is the deletion mode.
+          model: Any = "extractive", k: int = 3, resolver: Any = None) -> MemkitDesignTarget:
+    """The ``memkit`` target (module doc); ``mode`` is the deletion mode, ``resolver``
+    the chat model spec that judges forget requests (``None``: deterministic).
 
     Raises:
         ValueError: unknown design or deletion mode; a non-empty ``workdir``.
@@ -226,4 +269,4 @@ def build(design: Any = "study", *, workdir: str | Path | None = None, S: int = 
         cleanup = True
     if mode == "none":
         mode = "full_purge"  # `memkit audit --mode none` skips the forget; the target still needs a mode
-    return MemkitDesignTarget(design, root, S=S, mode=mode, model=model, k=k, cleanup=cleanup)
+    return MemkitDesignTarget(design, root, S=S, mode=mode, model=model, k=k, cleanup=cleanup, resolver=resolver)

@@ -24,7 +24,8 @@ def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: C
 
     One secret is scanned as :func:`memkit.residue.chroma.scan` scans it; several in one
     multi-secret pass (``secrets=``), each hit going to the secret it copies (a stale
-    vector, which copies no one secret, is ``unattributed``). A surface the scan could
+    vector, which copies no one secret, is ``unattributed``; so is every
+    ``stale_vector`` hit, whose meaning :mod:`memkit.residue.weigh` weighs). A surface the scan could
     not read is ``not_checked``; one it read in part keeps its hits and says so in
     ``partial`` (never clean).
 
@@ -59,7 +60,9 @@ def residue_surfaces(target: Callable[[], Any], names: Sequence[str], *, also: C
                 return SurfaceResult(name, "not_checked", reason=reasons)
             out = SurfaceResult(name, partial=reasons)
             for hit in hits:
-                if len(secrets) == 1:
+                if name == "stale_vector":  # a vector no record owns: weighed, never one secret's copy
+                    out.unattributed.append(hit.location)
+                elif len(secrets) == 1:
                     out.add(secrets[0], hit.location)
                 elif hit.secret_index is None:
                     out.unattributed.append(hit.location)

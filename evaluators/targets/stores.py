@@ -50,20 +50,23 @@ from evaluators.targets.base import (
 __all__ = ["Attached", "attach", "checkpoint_surface", "store_api_surface", "store_items"]
 
 SIDE_SURFACES = ("side_sqlite", "side_disk", "side_fulltext", "side_json", "side_pickle", "side_file")
-CHROMA_SURFACES = ("text_raw", "text_summary", "text_other", "metadata", "stale_embedding", "disk_sqlite",
+CHROMA_SURFACES = ("text_raw", "text_summary", "text_other", "metadata", "stale_embedding", "stale_vector", "disk_sqlite",
                    "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other")
 
 
 @dataclass
 class Attached:
     """What :func:`attach` found: the surfaces, the deletion steps (by name, in order),
-    functions to call on close, and a context manager restricting recall to tiers
-    (``None`` when the store cannot)."""
+    functions to call on close, a context manager restricting recall to tiers
+    (``None`` when the store cannot), and a reader of the store's leftover vectors with
+    its embedding model (``None`` when memkit cannot read them: :mod:`memkit.residue.vectors`)."""
 
     surfaces: list[Surface] = field(default_factory=list)
     steps: dict[str, Callable[[], Any]] = field(default_factory=dict)
     closers: list[Callable[[], Any]] = field(default_factory=list)
     restrict_tiers: Callable[[Sequence[str]], Any] | None = None
+    vectors: Callable[[], Any] | None = None
+    embedder: Any = None
 
 
 # --------------------------------------------------------------------------- BaseStore API
@@ -159,6 +162,30 @@ def vector_surface(store: Any, read_vectors: Callable[[], list[tuple[tuple[str, 
         return out
 
     return FunctionSurface("store_vectors", scan, "stored vectors vs. their items' current text")
+
+
+def orphan_vectors(store: Any, read_vectors: Callable[[], list[tuple[tuple[str, ...], str, str, list[float]]]]
+                   ) -> Callable[[], Any]:
+    """A leftover-vector reader of a LangGraph store's ``store_vectors``: the vectors
+    whose item is gone (:class:`memkit.residue.vectors.VectorRead`)."""
+
+    def read() -> Any:
+        import numpy as np
+
+        from memkit.residue.vectors import LeftoverVector, VectorRead
+
+        out = VectorRead()
+        rows = read_vectors()
+        for ns, key, fld, vec in rows:
+            if store.get(ns, key) is None:
+                out.leftovers.append(LeftoverVector("store_vectors", f"{'/'.join(ns)}:{key}:{fld}",
+                                                    np.asarray(vec, dtype=np.float32), key, "no live row"))
+            else:
+                out.live += 1
+        out.read["store_vectors"] = f"{len(rows)} stored vectors"
+        return out
+
+    return read
 
 
 def _index_embed(store: Any) -> Any:
@@ -325,7 +352,13 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
         audit_conn.execute("CHECKPOINT")
 
     surfaces: list[Surface] = []
+    leftovers = None
     if store is not None:
+        def leftovers() -> Any:
+            from memkit.residue.vectors import pg_leftover_vectors
+
+            return pg_leftover_vectors(audit_conn, pgdata)
+
         def vectors() -> list[tuple[tuple[str, ...], str, str, list[float]]]:
             if not surfaces_pg.tables_present(audit_conn, ["store_vectors"]):
                 return []
@@ -336,7 +369,8 @@ def postgres_attach(conninfo: str, pgdata: str | Path | None, embed: Any = None,
     surfaces.append(FunctionSurface("pg_rows", rows, "live rows (SQL)"))
     surfaces += [FunctionSurface(s, disk(s), "data directory bytes") for s in surfaces_pg.DISK_SURFACES]
     steps = {"vacuum": each("VACUUM"), "vacuum_full": each("VACUUM FULL"), "checkpoint_wal": checkpoint_wal}
-    return Attached(surfaces=surfaces, steps=steps, closers=[audit_conn.close])
+    return Attached(surfaces=surfaces, steps=steps, closers=[audit_conn.close], vectors=leftovers,
+                    embedder=embed if leftovers is not None else None)
 
 
 # --------------------------------------------------------------------------- attach
@@ -381,6 +415,12 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
         names = [*CHROMA_SURFACES, *(SIDE_SURFACES if also else ())]
         side = list(also)
         out.surfaces += residue_surfaces(lambda: path, names, also=lambda: side, check_embeddings=True)
+        root = path.path if isinstance(path, TieredMemoryStore) else path
+        if root is not None:
+            from memkit.residue.vectors import chroma_leftover_vectors
+
+            out.vectors = lambda: chroma_leftover_vectors(root)
+            out.embedder = chroma.embedder if isinstance(chroma, TieredMemoryStore) else LazyEmbedder()
         if isinstance(store, MemkitStore):
             out.surfaces.insert(0, store_api_surface(store))
             out.restrict_tiers = store.restrict_tiers
@@ -390,10 +430,13 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
         embed = _index_embed(store)
         if _is(store, "langgraph.store.memory", "InMemoryStore"):
             out.surfaces.append(vector_surface(store, lambda: _memory_vectors(store), embed))
+            if embed is not None:
+                out.vectors, out.embedder = orphan_vectors(store, lambda: _memory_vectors(store)), embed
         elif _is(store, "langgraph.store.sqlite", "SqliteStore"):
             f = sqlite_file(store.conn)
             if embed is not None:
                 out.surfaces.append(vector_surface(store, _sqlite_vectors(store.conn), embed))
+                out.vectors, out.embedder = orphan_vectors(store, _sqlite_vectors(store.conn)), embed
             else:
                 out.surfaces.append(UncheckedSurface(
                     "store_vectors", "the SqliteStore has no vector index, so it keeps no vectors", status="n/a"))
@@ -410,6 +453,7 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
             out.surfaces += pg.surfaces
             out.steps.update(pg.steps)
             out.closers += pg.closers
+            out.vectors, out.embedder = pg.vectors, pg.embedder
     if not any(s.name == "pg_rows" for s in out.surfaces):
         for saver in savers:
             if _is(saver, "langgraph.checkpoint.postgres", "PostgresSaver"):
@@ -434,6 +478,21 @@ def attach(store: Any = None, checkpointer: Any = None, *, also: Sequence[str | 
         side = list(also)
         out.surfaces += residue_surfaces(lambda: None, SIDE_SURFACES, also=lambda: side)
     return out
+
+
+class LazyEmbedder:
+    """memkit's embedder (:func:`memkit.models.embeddings`), loaded on its first ``encode``
+    (a store whose vectors are never weighed never loads the model)."""
+
+    def __init__(self) -> None:
+        self._inner: Any = None
+
+    def encode(self, texts: list[str]) -> Any:
+        if self._inner is None:
+            from memkit.models import embeddings
+
+            self._inner = embeddings()
+        return self._inner.encode(texts)
 
 
 def _merged_checkpoints(savers: Sequence[Any]) -> Surface:

@@ -54,6 +54,7 @@ __all__ = [
     "plant",
     "plant_all",
     "skeleton_slots",
+    "weave_sentence",
 ]
 
 ALNUM = string.ascii_uppercase + string.digits
@@ -321,6 +322,13 @@ def _weave(content: str, sentence: str, at: int) -> tuple[str, int]:
     return f"{content[:at]}{sentence} {content[at:]}", at
 
 
+def weave_sentence(content: str, sentence: str, rng: np.random.Generator) -> tuple[str, int]:
+    """``sentence`` inserted into ``content`` at a sentence boundary (start, between
+    sentences or end) drawn with one draw of ``rng``: ``(new content, offset)``."""
+    spots = _boundaries(content)
+    return _weave(content, sentence, spots[int(rng.integers(len(spots)))])
+
+
 def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instance, Canary]:
     """Plant one canary into a copy of ``instance``.
 
@@ -357,8 +365,7 @@ def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instan
     sentence = "By the way, " + SENTENCES[kind].format(value=value) + "."
     planted = instance.model_copy(deep=True)
     turn = planted.haystack_sessions[s][t]
-    spots = _boundaries(turn.content)
-    content, offset = _weave(turn.content, sentence, spots[int(rng.integers(len(spots)))])
+    content, offset = weave_sentence(turn.content, sentence, rng)
     planted.haystack_sessions[s][t] = turn.model_copy(update={"content": content})
     record = Canary(
         question_id=instance.question_id,

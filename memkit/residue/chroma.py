@@ -17,6 +17,11 @@ surface             what is scanned
                     current text is below ``stale_threshold`` (0.99) while the
                     current text lacks the secret: the vector still encodes an
                     older text (e.g. redaction without re-embedding)
+``stale_vector``    stored vectors no live record owns: HNSW elements of deleted
+                    records (``data_level0.bin``, deleted or not yet), vectors in
+                    chroma's log of deleted or rewritten records
+                    (:mod:`memkit.residue.vectors`; what they reveal:
+                    :mod:`memkit.residue.weigh`)
 ``cache``           every text/blob value of every table of each SQLite file
                     in ``cache_paths`` (LLM caches)
 ``cache_disk``      raw bytes of those cache files and their -wal/-journal
@@ -212,8 +217,10 @@ def _encode(embedder: Any, texts: list[str]) -> np.ndarray:
 
 def _scan_collections(
     collections: Iterable[Any], report: ResidueReport, embedder: Any, check_embeddings: bool,
-    stale_threshold: float, m: SecretMatcher, prefix: str = "",
+    stale_threshold: float, m: SecretMatcher, prefix: str = "", keystore: Any = None,
 ) -> None:
+    from memkit.store.keystore import is_sealed
+
     dim: int | None = None
     for col in collections:
         name = prefix + col.name
@@ -223,7 +230,7 @@ def _scan_collections(
         n = col.count()
         # memkit's tombstone collection holds placeholder vectors, not embeddings.
         check = check_embeddings and (col.metadata or {}).get("memkit") != "tombstones"
-        no_doc = 0
+        no_doc = sealed = 0
         for off in range(0, n, PAGE):
             res = col.get(limit=PAGE, offset=off, include=["documents", "metadatas", "embeddings"])
             ids = res["ids"]
@@ -232,10 +239,16 @@ def _scan_collections(
             docs = res.get("documents") or [None] * len(ids)
             metas = res.get("metadatas") or [None] * len(ids)
             vecs = res.get("embeddings")
+            opened = _open_sealed(keystore, ids, docs, metas, report, name)
             for rid, doc, meta in zip(ids, docs, metas, strict=True):
                 meta = meta or {}
                 tier = meta.get("tier")
                 surface = f"text_{tier}" if tier in TIERS and "namespace" in meta else "text_other"
+                if rid in opened:  # a sealed record whose key is live: its plaintext is a live copy
+                    scan_text(report, surface, f"{name}:{rid}", opened[rid].text, m)
+                    for key, value in sorted(opened[rid].extra.items()):
+                        scan_text(report, "metadata", f"{name}:{rid}:<key>", key, m)
+                        scan_value(report, "metadata", f"{name}:{rid}:{key}", value, m)
                 if doc:
                     scan_text(report, surface, f"{name}:{rid}", doc, m)
                 scan_text(report, "metadata", f"{name}:{rid}:<id>", rid, m)
@@ -253,22 +266,47 @@ def _scan_collections(
                 check = False
                 continue
             no_doc += sum(1 for d in docs if not d)
-            rows = [i for i, d in enumerate(docs) if d]
+            # a sealed text (memkit.store.keystore) is compared as its plaintext, opened with the key
+            texts = [opened[r].text if r in opened else None if is_sealed(d) else d
+                     for r, d in zip(ids, docs, strict=True)]
+            sealed += sum(1 for r, d in zip(ids, docs, strict=True) if is_sealed(d) and r not in opened)
+            rows = [i for i, d in enumerate(texts) if d]
             if not rows:
                 continue
-            fresh = _encode(embedder, [docs[i] for i in rows])
+            fresh = _encode(embedder, [texts[i] for i in rows])
             norms = np.linalg.norm(stored[rows], axis=1)
             norms[norms == 0] = 1.0
             cos = np.einsum("ij,ij->i", stored[rows], fresh) / norms
             for i, c in zip(rows, cos, strict=True):
-                if c < stale_threshold and not m.search(docs[i]):
-                    head = mask_text(docs[i][:60], m)
+                if c < stale_threshold and not m.search(texts[i]):
+                    head = mask_text(texts[i][:60], m)
                     report.add(Hit("stale_embedding", mask_text(f"{name}:{ids[i]}", m), "stale",
                                    f"cos(stored, embed(text))={c:.3f}; text: {head}"))
         if no_doc:
             report.skip("stale_embedding", f"{name}: {no_doc} records have no document (their "
                                            "text lives elsewhere, e.g. in metadata), so their vectors "
                                            "cannot be compared with it")
+        if sealed and keystore is None:
+            report.skip("stale_embedding", f"{name}: {sealed} records are sealed (memkit.store.keystore) and "
+                                           "no key store was given, so their vectors cannot be compared with "
+                                           "their text")
+
+
+def _open_sealed(keystore: Any, ids: list[str], docs: list[Any], metas: list[Any], report: ResidueReport,
+                 name: str) -> dict[str, Any]:
+    """Sealed records of a page opened with ``keystore`` (:func:`memkit.store.keystore.open_page`);
+    without one their text is not read, so the text surfaces are read in part."""
+    from memkit.store.keystore import open_page
+
+    opened, destroyed, sealed = open_page(keystore, ids, docs, metas)
+    if sealed and keystore is None:
+        for surface in ("text_raw", "text_summary", "text_other"):
+            report.skip(surface, f"{name}: {sealed} records are sealed (memkit.store.keystore) and no key store "
+                                 "was given, so their text was not read")
+    elif destroyed and (note := f"{name}: {destroyed} sealed records whose key was destroyed "
+                                "(unreadable)") not in report.notes:
+        report.notes.append(note)
+    return opened
 
 
 def _not_regular(directory: str, names: list[str]) -> list[str]:
@@ -318,7 +356,7 @@ def _db_pairs(db: Path) -> list[tuple[str, str]]:
 
 def _scan_chroma_dir_api(
     root: Path, report: ResidueReport, embedder: Any, check_embeddings: bool,
-    stale_threshold: float, m: SecretMatcher,
+    stale_threshold: float, m: SecretMatcher, keystore: Any = None,
 ) -> None:
     import chromadb
     from chromadb.config import Settings
@@ -336,9 +374,22 @@ def _scan_chroma_dir_api(
             try:
                 prefix = f"{tenant}/{database}/" if multi else ""
                 _scan_collections(client.list_collections(), report, embedder, check_embeddings,
-                                  stale_threshold, m, prefix)
+                                  stale_threshold, m, prefix, keystore)
             finally:
                 client.close()
+
+
+def _scan_leftover_vectors(root: Path, report: ResidueReport, m: Any) -> None:
+    """``stale_vector``: one stale hit per vector no live record owns (:mod:`memkit.residue.vectors`)."""
+    from memkit.residue.vectors import chroma_leftover_vectors
+
+    read = chroma_leftover_vectors(root)
+    for v in read.leftovers:
+        rid = f", record {mask_text(v.record_id, m)}" if v.record_id else ""
+        report.add(Hit("stale_vector", v.location, "stale", f"{v.surface}: {v.why}{rid}"))
+    for surface, why in read.unread.items():
+        report.skip("stale_vector", f"{surface}: {why}")
+    report.notes += [n for n in read.notes if n not in report.notes]
 
 
 # --------------------------------------------------------------------------- entry point
@@ -356,6 +407,7 @@ def scan(
     check_embeddings: bool = True,
     stale_threshold: float = 0.99,
     limits: Limits | None = None,
+    keystore: Any = None,
     checkpoint_serde: Any = None,
 ) -> ResidueReport:
     """Find every copy of ``secret`` in a store, its directory and caches (module doc).
@@ -382,6 +434,11 @@ def scan(
             default the store's, else :func:`memkit.models.chat.embeddings`.
         check_embeddings: run the ``stale_embedding`` check.
         stale_threshold: cosine below which a stored vector counts as stale.
+        keystore: the :class:`memkit.store.keystore.KeyStore` of a store that encrypts
+            at rest (default a store's own): its sealed records are read as their
+            plaintext where the key is live (the ``text_*``, ``metadata`` and
+            ``stale_embedding`` surfaces); without one those surfaces are read in part.
+            A record sealed under a destroyed key is noise: noted, not read.
         limits: bounds on decompressing containers (:class:`memkit.residue.containers.Limits`;
             default 256 MiB per member, 1 GiB per given path, depth 4); a limit reached
             is reported as not checked.
@@ -434,7 +491,7 @@ def scan(
         # side files, caches and checkpointers only: no store was given
         report = ResidueReport(target="side files")
         for surface in SURFACES:
-            if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding"):
+            if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding", "stale_vector"):
                 report.not_given.append(surface)
     elif isinstance(target, TieredMemoryStore) and target.path is None:
         # In memory or behind a server: nothing on local disk; read through the client.
@@ -442,20 +499,22 @@ def scan(
         if check_embeddings and embedder is None:
             embedder = target.embedder
         if getattr(target, "_kind", "") == "memory":
-            report.notes.append("in-memory store: there are no files, so no disk surfaces")
+            report.notes.append("in-memory store: there are no files, so no disk surfaces (and no stale "
+                                "vectors memkit can read: chroma keeps them in the process)")
         else:
-            for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other"):
+            for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other",
+                            "stale_vector"):
                 report.skip(surface, "the store is behind a server: its files are not readable here "
                                      "(scan the server's --path directory)")
         _scan_collections(target.own_collections(), report, embedder, check_embeddings,
-                          stale_threshold, m)
+                          stale_threshold, m, keystore=keystore or target.keystore)
     else:
         # A directory (a persistent store's own, or any chroma directory): bytes first,
         # then the chroma API on a copy. Reading through a live client is avoided because
         # chroma rewrites HNSW files on the first read after a client opens.
         if isinstance(target, TieredMemoryStore):
             assert target.path is not None
-            root, label = target.path, repr(target)
+            root, label, keystore = target.path, repr(target), keystore or target.keystore
             if check_embeddings and embedder is None:
                 embedder = target.embedder
         else:
@@ -488,7 +547,8 @@ def scan(
             scanner.path(extra, DISK, label=f"../{extra.name}")
         _scan_chroma_sql(root / "chroma.sqlite3", report, m)
         _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
-                             m)
+                             m, keystore)
+        _scan_leftover_vectors(root, report, m)
     if not check_embeddings and target is not None:
         report.skip("stale_embedding", "check_embeddings=False")
     files = Scanner(report, m, limits or Limits(), checkpoint_serde=checkpoint_serde)

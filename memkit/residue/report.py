@@ -35,6 +35,7 @@ SURFACES: tuple[str, ...] = (
     "text_other",
     "metadata",
     "stale_embedding",
+    "stale_vector",
     "cache",
     "cache_disk",
     "side_sqlite",

@@ -6,7 +6,8 @@ rewrites its directory so deleted text is gone (:mod:`memkit.store.compaction`),
 coordinates processes with a directory lock (:mod:`memkit.store.dirlock`).
 :mod:`memkit.store.langgraph` is a LangGraph ``BaseStore`` over it,
 :mod:`memkit.store.cache` the LLM cache, :mod:`memkit.store.tombstones` the audit
-records of redactions.
+records of redactions, :mod:`memkit.store.keystore` the per-user data keys of a store
+that encrypts at rest (``crypto_shred``).
 """
 
 from memkit.store.tiered import (

@@ -85,6 +85,7 @@ from memkit.store.compaction import (
 )
 from memkit.store.dirlock import DirectoryLock
 from memkit.store.edits import TOMBSTONE_SUFFIX, StoreEdits
+from memkit.store.keystore import KeyStore, open_record, seal_chunk
 
 __all__ = [
     "TIERS",
@@ -125,6 +126,9 @@ class TieredMemoryStore(StoreEdits):
             process (and a compaction for other processes' operations) before
             :class:`~memkit.errors.StoreBusyError`; default ``$MEMKIT_LOCK_TIMEOUT``
             or 60 (:mod:`memkit.store.dirlock`).
+        keystore: a :class:`~memkit.store.keystore.KeyStore`: every chunk's text and extra
+            metadata are sealed under its namespace's data key before they reach chroma
+            (encryption at rest; the ``crypto_shred`` deletion mode destroys keys).
 
     With neither ``path`` nor ``client`` the store lives in memory
     (``chromadb.EphemeralClient``). Telemetry is off. Tombstones live in a second
@@ -172,6 +176,7 @@ class TieredMemoryStore(StoreEdits):
         embedder: Any = None,
         create: bool = False,
         lock_timeout: float | None = None,
+        keystore: KeyStore | None = None,
     ) -> None:
         import chromadb
 
@@ -179,6 +184,7 @@ class TieredMemoryStore(StoreEdits):
             raise ValueError("TieredMemoryStore: give either path or client, not both")
         self.path: Path | None = Path(path).expanduser().resolve() if path is not None else None
         self._embedder = embedder
+        self.keystore = keystore
         self._kind: str
         self._lock: DirectoryLock | None = None
         self._gen: tuple[int, int] | None = None
@@ -502,16 +508,19 @@ class TieredMemoryStore(StoreEdits):
         if where is not None:
             kw["where"] = where
         res = self._collection.get(**kw)
-        chunks = [
-            from_record(i, d, m)
-            for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
-        ]
+        records = zip(res["ids"], res["documents"], res["metadatas"], strict=True)
+        if self.keystore is None:
+            found: list[Chunk | None] = [from_record(i, d, m) for i, d, m in records]
+        else:  # sealed fields opened; a record whose key was shredded is unreadable: skipped
+            found = [open_record(self.keystore, i, d, m) for i, d, m in records]
+        keep = [n for n, c in enumerate(found) if c is not None]
+        chunks = [c for c in found if c is not None]
         vecs = None
         if embeddings:
             raw = res.get("embeddings")
             vecs = (
-                np.asarray(raw, dtype=np.float32)
-                if raw is not None and len(raw)
+                np.asarray(raw, dtype=np.float32)[keep]
+                if raw is not None and len(raw) and keep
                 else np.zeros((0, 0), dtype=np.float32)
             )
         return chunks, vecs
@@ -522,10 +531,15 @@ class TieredMemoryStore(StoreEdits):
         b = self._batch()
         for s in range(0, len(chunks), b):
             part = chunks[s : s + b]
+            if self.keystore is None:
+                docs, metas = [c.text for c in part], [to_metadata(c) for c in part]
+            else:
+                sealed = [seal_chunk(self.keystore, c) for c in part]
+                docs, metas = [d for d, _ in sealed], [m for _, m in sealed]
             self._collection.upsert(
                 ids=[c.id for c in part],
-                documents=[c.text for c in part],
-                metadatas=[to_metadata(c) for c in part],
+                documents=docs,
+                metadatas=metas,
                 embeddings=np.asarray(vectors[s : s + b], dtype=np.float32),
             )
         self._touch()
