@@ -58,11 +58,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
+from graphs.forget_result import ForgetResult
 from graphs.memory import summarize_session
 from graphs.nodes import Summarizer, check_level, make_summarizer
 from memkit.scan.matching import matcher
@@ -88,72 +89,6 @@ LADDER: dict[str, tuple[str, ...]] = {
     "crypto_shred": ("delete_raw", "cascade", "purge_caches", "shred_key"),
 }
 """The steps each deletion mode runs, in order."""
-
-
-def _tiers() -> dict[str, list[str]]:
-    return {t: [] for t in TIERS}
-
-
-@dataclass
-class ForgetResult:
-    """What a forget changed.
-
-    Attributes:
-        mode: the deletion mode.
-        namespace: the namespace forgotten in (``None``: every namespace).
-        steps: the steps run, in order (:data:`LADDER`).
-        deleted, redacted, created: chunk ids per tier (``{"raw": [...], "summary": [...]}``).
-        affected_sessions: session ids whose raw chunks held the secret.
-        cache_entries_purged: LLM-cache entries deleted (:meth:`memkit.store.cache.LLMCache.purge`).
-        bytes_before, bytes_after: store size on disk around compaction (bytes), else ``None``.
-        compaction_seconds: wall time of compaction, else ``None``.
-        tombstone: the audit record of ``tombstone_redaction``, else ``None``.
-        verified: surfaces re-read after the steps and found free of the secret, within
-            ``namespace`` for the store's own chunks (the whole store when ``None``)
-            (``text_raw``, ``text_summary``, ``text_other`` (the directory's other
-            collections), ``metadata``, ``cache``; residue-scanner names).
-        remaining: copies found by that re-read, per surface (absent when none).
-        rewritten: disk surfaces compaction rebuilt from live records (old files shredded).
-        unverified: surfaces neither verified nor rewritten, with the reason.
-        keys_destroyed: data keys ``crypto_shred`` destroyed.
-    """
-
-    mode: str
-    namespace: str | None
-    steps: list[str] = field(default_factory=list)
-    deleted: dict[str, list[str]] = field(default_factory=_tiers)
-    redacted: dict[str, list[str]] = field(default_factory=_tiers)
-    created: dict[str, list[str]] = field(default_factory=_tiers)
-    affected_sessions: list[str] = field(default_factory=list)
-    cache_entries_purged: int = 0
-    bytes_before: int | None = None
-    bytes_after: int | None = None
-    compaction_seconds: float | None = None
-    tombstone: dict[str, Any] | None = None
-    verified: list[str] = field(default_factory=list)
-    remaining: dict[str, int] = field(default_factory=dict)
-    rewritten: list[str] = field(default_factory=list)
-    unverified: dict[str, str] = field(default_factory=dict)
-    keys_destroyed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the fields."""
-        return asdict(self)
-
-    def changes(self) -> dict[str, Any]:
-        """What the forget changed, as a run's ``forensics`` record keeps it: chunks
-        ``deleted`` / ``redacted`` / ``created`` per tier (counts), the cache entries
-        purged, the store's bytes around compaction (``crypto_shred``: keys destroyed)."""
-        shred = {"keys_destroyed": self.keys_destroyed} if self.mode == "crypto_shred" else {}
-        return {
-            "deleted": {t: len(v) for t, v in self.deleted.items()},
-            "redacted": {t: len(v) for t, v in self.redacted.items()},
-            "created": {t: len(v) for t, v in self.created.items()},
-            "cache_entries_purged": self.cache_entries_purged,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-            **shred,
-        }
 
 
 class ForgetState(TypedDict, total=False):
@@ -188,7 +123,7 @@ class _Context:
 
 def _by_tier(store: TieredMemoryStore, chunks: Sequence[Any], ids: Sequence[str]) -> dict[str, list[str]]:
     tier_of = {c.id: c.tier for c in chunks}
-    out = _tiers()
+    out: dict[str, list[str]] = {t: [] for t in TIERS}
     for i in ids:
         out.setdefault(tier_of.get(i, "raw"), []).append(i)
     return out

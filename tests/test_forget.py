@@ -198,3 +198,49 @@ def test_bad_mode_and_secret_raise(memory) -> None:
     with pytest.raises(ValueError, match="non-empty string"):
         forget(memory.store, "  ", "raw_only", namespace=NS)
     assert memory.holding("raw") == [memory.canary_raw.id]  # nothing was touched
+
+
+def test_a_forgets_re_read_is_the_one_residue_report(memory) -> None:
+    """What a forget re-read, what memkit.residue scans and what a target's scan_all
+    returns are one type, read back the one way (report[surface])."""
+    from memkit.residue.chroma import scan
+    from memkit.residue.report import ResidueReport, SurfaceResult
+
+    result = forget(memory.store, CANARY, "raw_only", namespace=NS, S=1, cache=memory.cache)
+    report = result.verification
+    assert isinstance(report, ResidueReport) and isinstance(scan(memory.store, CANARY), ResidueReport)
+    # the summary fact still holds the canary (the setup derived it from the raw turn)
+    assert report["text_summary"].status == "checked"
+    assert report["text_summary"].copies("<forgotten>") == 1
+    assert report["text_raw"].copies("<forgotten>") == 0
+    # raw_only does not compact: the files are not checked, so the re-read is never clean
+    assert report["disk_sqlite"].status == "not_checked" and report["disk_sqlite"].reason
+    assert not report.clean and report.verdict == "copies remain"
+    assert all(isinstance(r, SurfaceResult) for r in report.results().values())
+    # full_purge's re-read is clean: every surface checked or rebuilt, none holds a copy
+    purged = forget(memory.store, CANARY, "full_purge", namespace=NS, S=1, cache=memory.cache).verification
+    assert purged.clean, purged.to_dict()
+
+
+def test_every_targets_scan_is_a_residue_report() -> None:
+    """A target's surfaces scan into the same report: copies, n/a and unreadable."""
+    from evaluators.targets.base import FunctionSurface, NotApplicable, scan_all
+    from memkit.residue.report import ResidueReport, SurfaceResult
+
+    def held(secrets):
+        r = SurfaceResult("rows")
+        r.add(secrets[0], "table t, row 3")
+        return r
+
+    def none_kept(secrets):
+        raise NotApplicable("no cache")
+
+    def unreadable(secrets):
+        raise PermissionError("pg_wal: permission denied")
+
+    report = scan_all([FunctionSurface("rows", held), FunctionSurface("cache", none_kept),
+                       FunctionSurface("disk", unreadable)], [CANARY], "mine")
+    assert isinstance(report, ResidueReport)
+    assert report["rows"].copies(CANARY) == 1 and CANARY not in report["rows"].hits[CANARY][0]
+    assert report["cache"].status == "n/a" and report["disk"].status == "not_checked"
+    assert "permission denied" in report["disk"].reason and not report.clean
