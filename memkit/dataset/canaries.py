@@ -51,6 +51,7 @@ __all__ = [
     "instance_rng",
     "kind_of",
     "luhn_check_digit",
+    "pick",
     "plant",
     "plant_all",
     "skeleton_slots",
@@ -125,7 +126,8 @@ class Canary:
     offset: int
 
 
-def _pick(rng: np.random.Generator, seq: Sequence[str]) -> str:
+def pick(rng: np.random.Generator, seq: Sequence[str]) -> str:
+    """One item of ``seq``, drawn with ``rng`` (the seeded generator of a draw)."""
     return seq[int(rng.integers(len(seq)))]
 
 
@@ -144,7 +146,7 @@ def draw(rng: np.random.Generator) -> str:
         probability ``1 / GRAMMAR_SIZE``.
     """
     prefix = _chars(rng, ALNUM, PREFIX_LEN)
-    word = _pick(rng, WORDS)
+    word = pick(rng, WORDS)
     digits = _chars(rng, string.digits, DIGITS_LEN)
     return f"{prefix}-{word}-{digits}"
 
@@ -178,11 +180,11 @@ def draw_secret(rng: np.random.Generator, kind: str = "token") -> str:
     if kind == "token":
         return draw(rng)
     if kind == "email":
-        local = f"{_pick(rng, WORDS)}.{_chars(rng, ALNUM, 3)}{_chars(rng, string.digits, 4)}"
-        return f"{local.lower()}@{_pick(rng, _EMAIL_DOMAINS)}"
+        local = f"{pick(rng, WORDS)}.{_chars(rng, ALNUM, 3)}{_chars(rng, string.digits, 4)}"
+        return f"{local.lower()}@{pick(rng, _EMAIL_DOMAINS)}"
     if kind == "phone":
-        area = _pick(rng, "23456789") + _chars(rng, string.digits, 2)
-        exchange = _pick(rng, "23456789") + _chars(rng, string.digits, 2)
+        area = pick(rng, "23456789") + _chars(rng, string.digits, 2)
+        exchange = pick(rng, "23456789") + _chars(rng, string.digits, 2)
         return f"+1-{area}-{exchange}-{_chars(rng, string.digits, 4)}"
     if kind == "card":
         payload = "4" + _chars(rng, string.digits, 14)

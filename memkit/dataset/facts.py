@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import string
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from memkit.dataset.canaries import SENTENCES, draw_secret, eligible_turns, weave_sentence
+from memkit.dataset.canaries import SENTENCES, draw_secret, eligible_turns, pick, weave_sentence
 from memkit.dataset.longmemeval import Instance
 
 __all__ = ["ATTRIBUTES", "CATEGORIES", "PROTOTYPES", "FactRecord", "decoys", "draw_value", "plant_fact",
@@ -75,10 +74,6 @@ class FactRecord:
     offset: int
 
 
-def _pick(rng: np.random.Generator, seq: Sequence[str]) -> str:
-    return seq[int(rng.integers(len(seq)))]
-
-
 def draw_value(rng: np.random.Generator, category: str) -> str:
     """A value of ``category``: a canary kind (:func:`memkit.dataset.canaries.draw_secret`) or a
     fact category (``pin``: 4 digits; ``name``: first and last name; ``place``: house
@@ -92,9 +87,9 @@ def draw_value(rng: np.random.Generator, category: str) -> str:
     if category == "pin":
         return "".join(string.digits[int(i)] for i in rng.integers(10, size=4))
     if category == "name":
-        return f"{_pick(rng, _FIRST)} {_pick(rng, _LAST)}"
+        return f"{pick(rng, _FIRST)} {pick(rng, _LAST)}"
     if category == "place":
-        return f"{int(rng.integers(2, 200))} {_pick(rng, _STREETS)} in {_pick(rng, _CITIES)}"
+        return f"{int(rng.integers(2, 200))} {pick(rng, _STREETS)} in {pick(rng, _CITIES)}"
     raise ValueError(f"unknown category {category!r}; expected one of {ATTRIBUTES}")
 
 
@@ -148,7 +143,7 @@ def plant_fact(instance: Instance, seed: int, *, avoid: tuple[int, int] | None =
     from memkit.dataset.canaries import CanaryError
 
     rng = _fact_rng(seed, instance.question_id)
-    cat = category if category is not None else _pick(rng, tuple(CATEGORIES))
+    cat = category if category is not None else pick(rng, tuple(CATEGORIES))
     if cat not in CATEGORIES:
         raise ValueError(f"unknown fact category {cat!r}; expected one of {tuple(CATEGORIES)}")
     turns = eligible_turns(instance)

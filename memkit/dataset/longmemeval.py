@@ -28,7 +28,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -49,16 +49,6 @@ __all__ = [
     "validate_instance",
 ]
 
-QUESTION_TYPES: tuple[str, ...] = (
-    "single-session-user",
-    "single-session-assistant",
-    "single-session-preference",
-    "multi-session",
-    "knowledge-update",
-    "temporal-reasoning",
-)
-"""The six LongMemEval question types (Wu et al. 2025, Section 3)."""
-
 QuestionType = Literal[
     "single-session-user",
     "single-session-assistant",
@@ -67,6 +57,9 @@ QuestionType = Literal[
     "knowledge-update",
     "temporal-reasoning",
 ]
+
+QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
+"""The six LongMemEval question types (Wu et al. 2025, Section 3)."""
 
 ABSTENTION_SUFFIX = "_abs"
 """``question_id`` suffix marking an abstention (unanswerable) question."""

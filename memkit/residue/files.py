@@ -236,23 +236,32 @@ class Scanner:
 
     # ------------------------------------------------------------------ one file
 
-    def file(self, p: Path, label: str, family: Family, budget: Budget | None = None,
-             surface: str | None = None) -> None:
-        """Read one regular file (module doc); ``surface`` overrides the family's."""
-        budget = budget or Budget(self.limits.max_total_bytes)
-        before = Snapshot.of(p)
+    def claim(self, p: Path, label: str, family: Family, surface: str | None = None) -> os.stat_result | None:
+        """``p``'s stat when this scan has not read its inode yet (it is then marked
+        read); else ``None``, with its coverage recorded (cannot be stat'ed, or the
+        same file as one read under another name)."""
         try:
             st = os.stat(p)
         except OSError as exc:
             self._cover(FileCoverage(label, surface or family.raw("file", label), 0,
                                      left=[f"cannot be stat'ed ({exc.strerror or exc})"]))
-            return
+            return None
         key = (st.st_dev, st.st_ino)
         if key in self.seen:
             self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
                                      same_as=self.seen[key]))
-            return
+            return None
         self.seen[key] = label
+        return st
+
+    def file(self, p: Path, label: str, family: Family, budget: Budget | None = None,
+             surface: str | None = None) -> None:
+        """Read one regular file (module doc); ``surface`` overrides the family's."""
+        budget = budget or Budget(self.limits.max_total_bytes)
+        before = Snapshot.of(p)
+        st = self.claim(p, label, family, surface)
+        if st is None:
+            return
         try:
             fh = open(p, "rb")  # noqa: SIM115 (closed below, mmap needs the descriptor)
         except OSError as exc:

@@ -183,18 +183,9 @@ def _plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> l
 
         def file(self, p: Path, label: str, family: Any, budget: Budget | None = None,
                  surface: str | None = None) -> None:
-            try:
-                st = os.stat(p)
-            except OSError as exc:
-                self._cover(FileCoverage(label, surface or family.raw("file", label), 0,
-                                         left=[f"cannot be stat'ed ({exc.strerror or exc})"]))
+            st = self.claim(p, label, family, surface)
+            if st is None:
                 return
-            key = (st.st_dev, st.st_ino)
-            if key in self.seen:
-                self._cover(FileCoverage(label, surface or family.raw("file", label), st.st_size,
-                                         same_as=self.seen[key]))
-                return
-            self.seen[key] = label
             job = _Job(str(p), label, fam, surface, st.st_size, 0, scanner=base)
             try:
                 with open(p, "rb") as fh:
