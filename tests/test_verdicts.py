@@ -339,7 +339,8 @@ def test_forget_on_a_chroma_server_refuses_or_reports_never_half(chroma_server, 
     assert all(SECRET not in c.text for c in store.search("token", 5, tiers=("raw", "summary"), namespace="u1"))
     report = scan(store, SECRET)
     assert report.total == 0 and report.verdict == "incomplete"
-    assert set(report.unchecked) == set(DISK_SURFACES)
+    # the server's files, and the leftover vectors in them, are out of reach: not checked
+    assert set(report.unchecked) == set(DISK_SURFACES) | {"stale_vector"}
     # What the server keeps on its own disk is what the verdict could not promise.
     assert scan(server_dir, SECRET, check_embeddings=False).total > 0
 
