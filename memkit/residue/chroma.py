@@ -481,12 +481,12 @@ def scan(
         if not is_sqlite(c):
             raise ValueError(f"cache file {c} is not an SQLite database")
 
-    from memkit.residue import pool as scan_pool
+    from memkit.residue.pool import prefork, release
 
     # worker processes for the files, forked before chromadb starts its threads
     roots = [] if target is None else [getattr(target, "path", None) if isinstance(target, TieredMemoryStore)
                                         else Path(target).expanduser()]
-    scan_pool.prefork(m, [*roots, *caches, *(Path(a).expanduser() for a in also)])
+    prefork(m, [*roots, *caches, *(Path(a).expanduser() for a in also)])
     if target is None:
         # side files, caches and checkpointers only: no store was given
         report = ResidueReport(target="side files")
@@ -566,7 +566,7 @@ def scan(
         *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
         *(("checkpoint",) if checkpointer is None else ()),
     ]
-    scan_pool.release(m)
+    release(m)
     return report
 
 

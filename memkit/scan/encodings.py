@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from memkit.scan import _wide
+import memkit.scan._wide as _wide  # the compiled pass (a module of this package)
 from memkit.scan.engine import single_engine
 from memkit.scan.matching import SecretMatcher
 
