@@ -10,7 +10,9 @@ as associated data, so a sealed value cannot be moved to another record or field
 What stays in clear, because chroma filters and searches on it: the record id (a
 hash of the text, :func:`memkit.store.chunks.chunk_id`), ``namespace``, ``tier``,
 ``session_id``, ``turn_index``, ``date``, ``source_ids``, and the vectors. What a
-leftover vector still reveals is weighed by :mod:`memkit.residue.weigh`.
+leftover vector still reveals is weighed by :mod:`memkit.residue.weigh`. The id is an
+unkeyed hash of the text with its namespace, session, tier and position: a leftover id
+confirms an exact guess of a deleted text.
 
 Sealed value: ``"mkseal1:"`` + URL-safe base64 of ``key id (8 bytes) | nonce (12) |
 ciphertext and tag``; the key id names the key it was sealed under.
