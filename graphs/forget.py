@@ -230,8 +230,20 @@ def _shred_user_keys(ctx: _Context, state: ForgetState, result: ForgetResult) ->
     """Destroy the user's keys (namespaces stored joined), rotate those it deleted from."""
     from memkit.store.keystore import shred_keys
 
-    mine = {ns if isinstance(ns, str) else NAMESPACE_SEPARATOR.join(ns) for ns in state["namespaces"]}
-    n, ids = shred_keys(ctx.store, mine, set(state.get("touched_namespaces", [])) - mine)
+    mine: set[str] = set()
+    shared: set[str] = set()
+    for ns in state["namespaces"]:
+        if isinstance(ns, str):
+            mine.add(ns)
+            continue
+        # a label tuple is stored joined, so another owner's namespace can join to the same
+        # string ("memories.u1" and ("memories", "u1")) and share its key: their chunks stay,
+        # re-sealed under a new key, and only the old key is destroyed
+        joined = NAMESPACE_SEPARATOR.join(ns)
+        others = any(chunk_namespace(c) != tuple(ns) for c in ctx.store.chunks(namespace=joined))
+        (shared if others else mine).add(joined)
+    mine -= shared
+    n, ids = shred_keys(ctx.store, mine, (set(state.get("touched_namespaces", [])) | shared) - mine)
     result.keys_destroyed += n
     _merge(result.deleted, {"raw": list(ids)} if ids else {})
     return {}
@@ -388,10 +400,22 @@ def _plan(ctx: _Context, mode: str, unverified_ok: bool, *, user: bool = False) 
     return steps, unverified
 
 
+def _files_keep_live_copies(result: ForgetResult, holders: str) -> None:
+    """Compaction rebuilt the files from live records, and ``holders`` still hold copies:
+    the rewritten files are not clean, so they are unverified with the reason."""
+    why = f"compaction rebuilt the files from live records, and {holders} hold copies"
+    result.unverified.update(dict.fromkeys(result.rewritten, why))
+    result.rewritten = []
+
+
 def _disk_status(state: ForgetState, result: ForgetResult) -> None:
-    """The disk surfaces: rewritten by compaction, or unverified with the reason."""
+    """The disk surfaces: rewritten by compaction, or unverified with the reason; never
+    rewritten-and-clean while a live record (``remaining``) holds a copy."""
     if "compact" in result.steps:
         result.rewritten = list(DISK_SURFACES)
+        live = sorted(k for k in result.remaining if k != "cache")  # the store's own records
+        if live:
+            _files_keep_live_copies(result, f"live records ({', '.join(live)})")
     elif state["mode"] == "crypto_shred" and not result.unverified:
         result.unverified = dict.fromkeys(DISK_SURFACES, "crypto_shred does not rewrite the files: old bytes stay, "
                                           "sealed under destroyed keys; vectors stay in clear")
@@ -414,6 +438,8 @@ def _verify_user(ctx: _Context, state: ForgetState, result: ForgetResult) -> Non
             elif mm.contains([c.id, c.namespace, c.session_id, *c.source_ids,
                               *(str(k) for k in c.extra), *(str(v) for v in c.extra.values())]):
                 counts["metadata"] += 1
+        for surface, n in ctx.store.copies_in_other_collections(mm).items():
+            counts[surface] += n
         if ctx.caches:
             counts["cache"] = sum(1 for cache in ctx.caches for entry in cache.entries()
                                   if mm.contains(list(entry)))
@@ -458,6 +484,11 @@ def _verify(ctx: _Context, state: ForgetState, result: ForgetResult) -> None:
     result.remaining = {k: v for k, v in counts.items() if v}
     result.verified = [k for k, v in counts.items() if not v]
     _disk_status(state, result)
+    if result.rewritten and state.get("namespace") is not None and not result.remaining:
+        others = [c for c in ctx.store.find_containing(state["secret"], namespace=None, normalized=True)
+                  if c.namespace != state["namespace"]]
+        if others:
+            _files_keep_live_copies(result, f"{len(others)} records of other namespaces (outside this forget)")
 
 
 def _check(secret: str, mode: str) -> None:

@@ -83,6 +83,8 @@ class ForgetResult:
             results.setdefault(s, SurfaceResult(s, notes=["rebuilt from live records; old files shredded"]))
         for s, why in self.unverified.items():
             results[s] = SurfaceResult(s, status="not_checked", reason=why)
+        if not results:  # nothing was re-read ("none" changes nothing and checks nothing)
+            results["store"] = SurfaceResult("store", "not_checked", reason=f"{self.mode}: nothing was re-read")
         return ResidueReport.from_results(f"forget ({self.mode})", ["<forgotten>"], results)
 
     def changes(self) -> dict[str, Any]:

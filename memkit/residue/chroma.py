@@ -298,12 +298,16 @@ def _open_sealed(keystore: Any, ids: list[str], docs: list[Any], metas: list[Any
     without one their text is not read, so the text surfaces are read in part."""
     from memkit.store.keystore import open_page
 
-    opened, destroyed, sealed = open_page(keystore, ids, docs, metas)
+    opened, destroyed, missing, sealed = open_page(keystore, ids, docs, metas)
     if sealed and keystore is None:
         for surface in ("text_raw", "text_summary", "text_other"):
             report.skip(surface, f"{name}: {sealed} records are sealed (memkit.store.keystore) and no key store "
                                  "was given, so their text was not read")
-    elif destroyed and (note := f"{name}: {destroyed} sealed records whose key was destroyed "
+    if missing:
+        for surface in ("text_raw", "text_summary", "text_other"):
+            report.skip(surface, f"{name}: {missing} records are sealed under keys the given key store neither "
+                                 "holds nor destroyed, so their text was not read")
+    if destroyed and (note := f"{name}: {destroyed} sealed records whose key was destroyed "
                                 "(unreadable)") not in report.notes:
         report.notes.append(note)
     return opened

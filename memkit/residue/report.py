@@ -244,16 +244,17 @@ class ResidueReport:
 
     @property
     def clean(self) -> bool:
-        """True when every surface was checked and none holds a copy."""
-        return self.total == 0 and not self.unchecked
+        """True when every surface was checked, at least one was, and none holds a copy
+        (a report that read nothing is never clean)."""
+        return self.total == 0 and not self.unchecked and any(s not in self.na for s in self.names)
 
     @property
     def verdict(self) -> str:
         """``"clean"``, ``"copies remain"``, or ``"incomplete"`` (no copy found on the
-        checked surfaces, but some were not checked)."""
+        checked surfaces, but some were not checked, or none was)."""
         if self.total:
             return "copies remain"
-        return "incomplete" if self.unchecked else "clean"
+        return "clean" if self.clean else "incomplete"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: target, clean, verdict, total, counts, unchecked,

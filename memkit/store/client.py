@@ -176,10 +176,11 @@ class StoreCollection:
         return repr(self._store._collection)
 
 
-def copies_in_collections(collections: list[Any], secret: str) -> dict[str, int]:
+def copies_in_collections(collections: list[Any], secret: Any) -> dict[str, int]:
     """Records of ``collections`` whose document (``text_other``) or id / metadata
-    (``metadata``) holds ``secret`` in any spelling: ``{"text_other": n, "metadata": n}``."""
-    m = matcher(secret)
+    (``metadata``) holds ``secret`` in any spelling (a string, or any matcher with
+    ``search(text) -> bool``): ``{"text_other": n, "metadata": n}``."""
+    m = matcher(secret) if isinstance(secret, str) else secret
     counts = {"text_other": 0, "metadata": 0}
     for col in collections:
         n = col.count()

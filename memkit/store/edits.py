@@ -77,11 +77,13 @@ class StoreEdits:
 
 
     @locked
-    def copies_in_other_collections(self, secret: str) -> dict[str, int]:
+    def copies_in_other_collections(self, secret: Any) -> dict[str, int]:
         """Records of the directory's other collections (not this store's chunks or
         tombstones: another memory layer's, a user's) whose document or metadata holds
-        ``secret`` in any spelling: ``{"text_other": n, "metadata": n}``. A forget
-        does not touch them, so it must not call the store clean while they hold copies.
+        ``secret`` in any spelling (a string, or a matcher with ``search(text)``, e.g. a
+        :class:`~memkit.scan.multi.MultiMatcher` of a user's fingerprints):
+        ``{"text_other": n, "metadata": n}``. A forget does not touch them, so it must
+        not call the store clean while they hold copies.
         """
         mine = {self.collection_name, self.collection_name + TOMBSTONE_SUFFIX}
         return copies_in_collections([c for c in self.own_collections() if c.name not in mine], secret)

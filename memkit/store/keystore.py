@@ -50,6 +50,7 @@ from memkit.store.chunks import Chunk, from_record, to_metadata
 __all__ = [
     "SEALED_KEY",
     "KeyDestroyed",
+    "KeyMissing",
     "KeyStore",
     "is_sealed",
     "open_page",
@@ -74,6 +75,11 @@ class KeyDestroyed(StoreError):
     """A value was sealed under a key that no longer exists (it was shredded)."""
 
 
+class KeyMissing(StoreError):
+    """A value was sealed under a key this key store neither holds nor destroyed (another
+    key store's): it may still be readable elsewhere, so it is never counted as shredded."""
+
+
 def is_sealed(value: Any) -> bool:
     """Whether ``value`` is a value sealed by a :class:`KeyStore`."""
     return isinstance(value, str) and value.startswith(PREFIX)
@@ -96,6 +102,7 @@ class KeyStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path).expanduser().resolve() if path is not None else None
         self._mem: dict[str, dict[bytes, tuple[int, bytes]]] = {}
+        self._gone: set[str] = set()  # in memory: "<namespace tag>.<key id hex>" of destroyed keys
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -160,17 +167,39 @@ class KeyStore:
         :meth:`destroy`); returns its id."""
         return self._new(namespace)
 
+    def destroyed(self, namespace: str, kid: bytes) -> bool:
+        """Whether this key store destroyed key ``kid`` of ``namespace`` (its register
+        of destroyed key ids, file ``destroyed`` beside the keys: ids only, no key bytes)."""
+        entry = f"{self._tag(namespace)}.{kid.hex()}"
+        if self.path is None:
+            return entry in self._gone
+        register = self.path / "destroyed"
+        return register.exists() and entry in register.read_text().split()
+
+    def _register(self, entries: list[str]) -> None:
+        if self.path is None:
+            self._gone.update(entries)
+            return
+        with open(self.path / "destroyed", "a") as fh:
+            fh.write("".join(f"{e}\n" for e in entries))
+            fh.flush()
+            os.fsync(fh.fileno())
+
     def destroy(self, namespace: str, *, keep: bytes | None = None) -> int:
         """Destroy the namespace's keys (but ``keep``): file bytes zeroed in place,
-        flushed, unlinked (module doc). Returns how many were destroyed."""
+        flushed, unlinked (module doc), then their ids registered as destroyed (a key
+        unlinked but not yet registered reads as missing, never as destroyed). Returns
+        how many were destroyed."""
+        tag = self._tag(namespace)
         if self.path is None:
             keys = self._mem.get(namespace, {})
             gone = [k for k in keys if k != keep]
             for k in gone:
                 del keys[k]
+            self._register([f"{tag}.{k.hex()}" for k in gone])
             return len(gone)
-        n = 0
-        for f in sorted(self.path.glob(f"{self._tag(namespace)}.*.key")):
+        n, entries = 0, []
+        for f in sorted(self.path.glob(f"{tag}.*.key")):
             if keep is not None and f.name.split(".")[1] == keep.hex():
                 continue
             fd = os.open(f, os.O_WRONLY)
@@ -180,7 +209,10 @@ class KeyStore:
             finally:
                 os.close(fd)
             f.unlink()
+            entries.append(f"{tag}.{f.name.split('.')[1]}")
             n += 1
+        if entries:
+            self._register(entries)
         if n:
             dfd = os.open(self.path, os.O_RDONLY)
             try:
@@ -204,7 +236,8 @@ class KeyStore:
         """The plaintext of a sealed value.
 
         Raises:
-            KeyDestroyed: the key it was sealed under is gone.
+            KeyDestroyed: the key it was sealed under was destroyed by this key store.
+            KeyMissing: this key store neither holds nor destroyed that key.
             StoreError: the value is damaged or was sealed for another record or field.
         """
         from cryptography.exceptions import InvalidTag
@@ -216,7 +249,10 @@ class KeyStore:
         kid, nonce, ct = raw[:_ID_BYTES], raw[_ID_BYTES:_ID_BYTES + _NONCE_BYTES], raw[_ID_BYTES + _NONCE_BYTES:]
         found = self._keys(namespace).get(kid)
         if found is None:
-            raise KeyDestroyed(f"sealed under key {kid.hex()} of namespace {namespace!r}, which was destroyed")
+            if self.destroyed(namespace, kid):
+                raise KeyDestroyed(f"sealed under key {kid.hex()} of namespace {namespace!r}, which was destroyed")
+            raise KeyMissing(f"sealed under key {kid.hex()} of namespace {namespace!r}, which {self!r} "
+                             "neither holds nor destroyed (another key store's?)")
         try:
             return _aes(found[1]).decrypt(nonce, ct, aad.encode("utf-8")).decode("utf-8")
         except InvalidTag as exc:
@@ -237,7 +273,12 @@ def seal_chunk(ks: KeyStore, c: Chunk) -> tuple[str, dict[str, Any]]:
 
 def open_record(ks: KeyStore, cid: str, doc: str | None, meta: dict[str, Any] | None) -> Chunk | None:
     """The chunk of a chroma record, its sealed fields opened; ``None`` when its key was
-    destroyed. A record written without sealing is returned as it is."""
+    destroyed. A record written without sealing is returned as it is.
+
+    Raises:
+        KeyMissing: sealed under a key ``ks`` neither holds nor destroyed (the wrong key
+            store: the record is not dropped as shredded).
+    """
     c = from_record(cid, doc, meta)
     sealed = c.extra.pop(SEALED_KEY, None)
     try:
@@ -298,19 +339,29 @@ def shred_namespace(store: Any, namespace: str) -> tuple[int, list[str]]:
 
 
 def open_page(ks: KeyStore | None, ids: list[str], docs: list[Any], metas: list[Any]
-              ) -> tuple[dict[str, Chunk], int, int]:
+              ) -> tuple[dict[str, Chunk], int, int, int]:
     """The sealed records among chroma records ``(ids, docs, metas)`` opened with ``ks``.
 
     Returns:
-        ``(opened, destroyed, sealed)``: ``{id: chunk}`` of those whose key is live, how
-        many were sealed under a destroyed key, how many were sealed in all (none is
-        opened without a key store).
+        ``(opened, destroyed, missing, sealed)``: ``{id: chunk}`` of those whose key is
+        live, how many were sealed under a key ``ks`` destroyed, how many under a key it
+        neither holds nor destroyed (their text unread), how many were sealed in all
+        (none is opened without a key store).
     """
     sealed = [i for i, d in enumerate(docs) if is_sealed(d)]
     if ks is None or not sealed:
-        return {}, 0, len(sealed)
-    opened = {ids[i]: c for i in sealed if (c := open_record(ks, ids[i], docs[i], metas[i])) is not None}
-    return opened, len(sealed) - len(opened), len(sealed)
+        return {}, 0, 0, len(sealed)
+    opened: dict[str, Chunk] = {}
+    missing = 0
+    for i in sealed:
+        try:
+            c = open_record(ks, ids[i], docs[i], metas[i])
+        except KeyMissing:
+            missing += 1
+            continue
+        if c is not None:
+            opened[ids[i]] = c
+    return opened, len(sealed) - len(opened) - missing, missing, len(sealed)
 
 
 def zero_slack(store: Any) -> None:
