@@ -110,3 +110,51 @@ def test_a_key_store_without_the_keys_never_reads_as_shredded(tmp_path, embedder
         with pytest.raises(KeyMissing):
             TieredMemoryStore(tmp_path / "store", keystore=wrong, embedder=embedder).chunks()
 
+
+
+@pytest.mark.parametrize("plant", ["files", "side_db", "table"])
+def test_compaction_never_deletes_what_chroma_did_not_write(tmp_path, embedder, plant):
+    """Files and tables another program put in the store's directory: compaction would
+    rebuild the directory without them, so a compacting forget refuses before any change,
+    and with unverified_ok the files stay and the disk is not called clean."""
+    import gzip
+    import sqlite3
+
+    from memkit.store.compaction import not_chromas
+    from memkit.store.tiered import StoreError
+
+    path = tmp_path / "store"
+    store = TieredMemoryStore(path, embedder=embedder)
+    store.add(_raw("u1", [f"My token is {S}.", "I walk my dog Biscuit."]))
+    if plant == "files":
+        (path / "notes.txt").write_text(f"note: {S}\n")
+        with gzip.open(path / "old.gz", "wt") as fh:
+            fh.write(f"backup {S}")
+        want = ["notes.txt", "old.gz"]
+    elif plant == "side_db":
+        con = sqlite3.connect(path / "history.db")
+        con.execute("CREATE TABLE h (msg TEXT)")
+        con.execute("INSERT INTO h VALUES (?)", (f"user said {S}",))
+        con.commit()
+        con.close()
+        want = ["history.db"]
+    else:
+        con = sqlite3.connect(path / "chroma.sqlite3")
+        con.execute("CREATE TABLE audit_log (msg TEXT)")
+        con.execute("INSERT INTO audit_log VALUES (?)", (f"user said {S}",))
+        con.commit()
+        con.close()
+        want = ["chroma.sqlite3:audit_log"]
+    assert not_chromas(path) == want
+    before = store.count()
+    for mode in ("full_purge", "tombstone_redaction"):
+        with pytest.raises(StoreError, match="refused before changing anything.*what chroma did not write"):
+            forget(store, S, mode, namespace="u1")
+        with pytest.raises(StoreError, match="what chroma did not write"):
+            store.compact()
+    assert store.count() == before
+    result = forget(store, S, "full_purge", namespace="u1", unverified_ok=True)
+    assert not result.rewritten and set(result.unverified) >= {"disk_sqlite", "disk_other"}
+    assert not result.verification.clean
+    assert not_chromas(path) == want  # nothing deleted
+    store.close()

@@ -244,6 +244,55 @@ def _sqlite_collection_count(path: Path) -> int:
         con.close()
 
 
+_CHROMA_FILES = {"chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm", "chroma.sqlite3-journal"}
+_SEGMENT_FILES = {"header.bin", "data_level0.bin", "length.bin", "link_lists.bin", "index_metadata.pickle"}
+_FTS_SHADOWS = ("_data", "_idx", "_content", "_docsize", "_config")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def not_chromas(path: Path) -> list[str]:
+    """What a Chroma directory holds that chroma did not write and compaction would not
+    rebuild: other files or folders (a side database, notes, a backup), files in a
+    segment folder other than hnswlib's, tables in ``chroma.sqlite3`` that no chroma
+    migration creates (chroma's own ``migrations`` table lists them). Compaction
+    rebuilds the directory from chroma's records, so it refuses while these exist
+    rather than delete them.
+
+    Returns:
+        Their names relative to ``path`` (tables as ``chroma.sqlite3:<table>``), sorted.
+    """
+    out = []
+    for p in sorted(path.iterdir()):
+        if p.is_dir() and not p.is_symlink() and _UUID.fullmatch(p.name):
+            out += [f"{p.name}/{q.name}" for q in sorted(p.iterdir()) if q.name not in _SEGMENT_FILES]
+        elif p.name not in _CHROMA_FILES:
+            out.append(p.name + ("/" if p.is_dir() else ""))
+    db = path / "chroma.sqlite3"
+    if db.is_file():
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            migrations = " ".join(r[0] or "" for r in con.execute("SELECT sql FROM migrations"))
+        except sqlite3.DatabaseError:
+            return out  # not chroma's layout: the rebuild's own checks refuse it
+        finally:
+            con.close()
+        created = set(re.findall(r'CREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"?(\w+)',
+                                 migrations, re.IGNORECASE))
+        known = created | {"migrations", "acquire_write"} | {t + s for t in created for s in _FTS_SHADOWS}
+        out += [f"chroma.sqlite3:{t}" for t in tables if t not in known and not t.startswith("sqlite_")]
+    return out
+
+
+def _not_chromas_reason(path: Path) -> str | None:
+    extra = not_chromas(path)
+    if not extra:
+        return None
+    return (f"{path} holds what chroma did not write ({', '.join(extra[:5])}"
+            f"{f' and {len(extra) - 5} more' if len(extra) > 5 else ''}): compaction rebuilds the "
+            "directory from chroma's records and would delete them. Move them out of the store's directory")
+
+
 def _foreign_reason(path: Path) -> str | None:
     foreign = foreign_holders(path)
     if not foreign:
@@ -275,6 +324,8 @@ def compaction_blocker(store: Any, *, force: bool = False) -> str | None:
                 "the rebuilt directory beside it")
     if _sqlite_collection_count(store.path) != len(list(store._client.list_collections())):
         return f"{store.path} holds collections outside the default tenant/database"
+    if (reason := _not_chromas_reason(store.path)) is not None:
+        return reason
     from chromadb.api.shared_system_client import SharedSystemClient
 
     store._client.close()
@@ -370,6 +421,8 @@ def compact_directory(path: str | Path, *, force: bool = False, timeout: float |
     lock = DirectoryLock(path, timeout)
     try:
         with lock.exclusive("compaction"):
+            if (reason := _not_chromas_reason(path)) is not None and not needs_recovery(path):
+                raise StoreError(f"compact: {reason}")
             if not force:
                 reason = _foreign_reason(path)
                 if reason is not None:
