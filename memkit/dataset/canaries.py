@@ -53,6 +53,7 @@ __all__ = [
     "luhn_check_digit",
     "pick",
     "plant",
+    "plant_sentence",
     "plant_all",
     "skeleton_slots",
     "weave_sentence",
@@ -124,6 +125,18 @@ class Canary:
     kind: str
     sentence: str
     offset: int
+
+
+def plant_sentence(instance: Instance, s: int, t: int, sentence: str,
+                   rng: np.random.Generator) -> tuple[Instance, int]:
+    """A copy of ``instance`` with ``sentence`` woven into session ``s``, turn ``t``
+    (:func:`weave_sentence`, drawing from ``rng``), and the sentence's character offset
+    in that turn. The instance itself is not changed."""
+    planted = instance.model_copy(deep=True)
+    turn = planted.haystack_sessions[s][t]
+    content, offset = weave_sentence(turn.content, sentence, rng)
+    planted.haystack_sessions[s][t] = turn.model_copy(update={"content": content})
+    return planted, offset
 
 
 def pick(rng: np.random.Generator, seq: Sequence[str]) -> str:
@@ -365,10 +378,7 @@ def plant(instance: Instance, seed: int, *, kind: str = "token") -> tuple[Instan
     s, t = candidates[int(rng.integers(len(candidates)))]
     value = draw_secret(rng, kind)
     sentence = "By the way, " + SENTENCES[kind].format(value=value) + "."
-    planted = instance.model_copy(deep=True)
-    turn = planted.haystack_sessions[s][t]
-    content, offset = weave_sentence(turn.content, sentence, rng)
-    planted.haystack_sessions[s][t] = turn.model_copy(update={"content": content})
+    planted, offset = plant_sentence(instance, s, t, sentence, rng)
     record = Canary(
         question_id=instance.question_id,
         session_id=instance.haystack_session_ids[s],

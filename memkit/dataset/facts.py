@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memkit.dataset.canaries import SENTENCES, draw_secret, eligible_turns, pick, weave_sentence
+from memkit.dataset.canaries import SENTENCES, draw_secret, eligible_turns, pick, plant_sentence
 from memkit.dataset.longmemeval import Instance
 
 __all__ = ["ATTRIBUTES", "CATEGORIES", "PROTOTYPES", "FactRecord", "decoys", "draw_value", "plant_fact",
@@ -154,9 +154,6 @@ def plant_fact(instance: Instance, seed: int, *, avoid: tuple[int, int] | None =
     s, t = turns[int(rng.integers(len(turns)))]
     value = draw_value(rng, cat)
     sentence = "Also, " + CATEGORIES[cat].format(value=value) + "."
-    planted = instance.model_copy(deep=True)
-    turn = planted.haystack_sessions[s][t]
-    content, offset = weave_sentence(turn.content, sentence, rng)
-    planted.haystack_sessions[s][t] = turn.model_copy(update={"content": content})
+    planted, offset = plant_sentence(instance, s, t, sentence, rng)
     return planted, FactRecord(instance.question_id, instance.haystack_session_ids[s], s, t, value, cat,
                                sentence, offset)
