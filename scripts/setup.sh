@@ -47,9 +47,9 @@ LLAMA_KEY=$(printf '%s\n%s\n%s\n%s\n' "$LLAMA_REQ" "$LLAMA_ARGS" "$(uname -m)" \
 
 stamp="$VENV/.memkit-installed${EXTRAS:+-$EXTRAS}"
 # Install again when a file the install reads has changed since (the compiled scan
-# pass, memkit/scan/_letters.c, is built by `pip install -e .`).
+# passes, memkit/scan/*.c, are built by `pip install -e .`).
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt scripts/setup.sh ] \
-   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ "$stamp" -nt memkit/scan/_letters.c ] && [ "$stamp" -nt memkit/scan/_wide.c ] \
+   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ "$stamp" -nt memkit/scan/_letters.c ] && [ "$stamp" -nt memkit/scan/_wide.c ] && [ "$stamp" -nt memkit/scan/_names.c ] \
    && { [ "$WANT_LLAMA" = 0 ] || [ "$(cat "$VENV/.memkit-llama-key" 2>/dev/null)" = "$LLAMA_KEY" ]; }; then
   exit 0
 fi

@@ -9,9 +9,10 @@ A *window token* is what the plain pattern lacks (:data:`~memkit.scan.matching.W
 copy (vectorised over all tokens) and merges the rest; :meth:`TokenWindows.name` tells,
 for each window, the secrets that may have a copy there: first every secret whose
 skeleton characters all have a spelling in the window (bit masks, all windows at once),
-then each of those by :meth:`TokenWindows.pattern` over the window's
-:meth:`TokenWindows.events`. Both are supersets of the byte pattern's copies; the byte
-pattern itself then searches the windows of the secrets named.
+then all secrets at once over the window's :meth:`TokenWindows.events` by an automaton
+(``memkit/scan/_names.c``: every secret's skeleton with only specials between its
+characters). Both are supersets of the byte pattern's copies; the byte pattern itself
+then searches the windows of the secrets named.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ import unicodedata
 from typing import Any
 
 import numpy as np
-import re2
 
+import memkit.scan._names as _names  # the compiled automaton (a module of this package)
 from memkit.scan.matching import BREAKER_BYTES, TOKEN_MAX_BYTES, alnum_fold, variants_table
 from memkit.scan.plain import ALNUM, LOWER_LUT
 
 __all__ = ["TokenWindows"]
+
+if getattr(_names, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/scan/_names.c
+    raise ImportError(f"memkit.scan._names at {_names.__file__} is an old build: reinstall memkit "
+                      "(pip install -e .) to rebuild it")
 
 _PAD = 1024
 """Extra bytes before a token's window (a backslash run before the token is at most
@@ -127,6 +132,14 @@ class TokenWindows:
                     k = self._bit[c]
                     self._tbits[j, k // 64] |= np.uint64(1 << (k % 64))
         self._zcode = {c: 0x90 + k % 0x6F for k, c in enumerate(sorted(self._nonascii))}
+        keys = [self.units(self.skeletons[i]) for i in self.unique]
+        self._trie = _names.build(keys, sorted(range(len(keys)), key=keys.__getitem__))
+
+    def units(self, skeleton: str) -> bytes:
+        """A skeleton as the events that spell it, one byte a character: the special
+        event of each (upper case, ``0x80 + digit``, a non-ASCII character's code); its
+        plain event is the lower-case letter or the digit itself (:meth:`events`)."""
+        return bytes(int(_SPECIAL_CODE[ord(c)]) if c.isascii() else self._zcode[c] for c in skeleton)
 
     def find(self, arr: np.ndarray, ends: list[int], lo: int, limit: int) -> list[tuple[int, int]]:
         """The merged windows (start ranges ``[w0, w1)`` within ``[lo, limit)``) of the
@@ -193,8 +206,9 @@ class TokenWindows:
         start to the first breaker after its end; windows whose contents meet are
         merged) are tested at once for holding a spelling of every skeleton character of
         a secret (letters and digits, and the characters the tokens in it can spell,
-        as bit masks), then each secret that passes by :meth:`pattern` over the
-        window's :meth:`events` events.
+        as bit masks); the windows where some secret passes are read as
+        :meth:`events`, and every secret's :meth:`units`, with any specials between its
+        characters, searched in them at once (``memkit/scan/_names.c``).
 
         Returns:
             the windows (merged) and, for each, the indices of the secrets it names.
@@ -241,13 +255,10 @@ class TokenWindows:
         need = np.flatnonzero(wmask.any(axis=1))
         for lo_ in range(0, len(need), 1024):
             rows = need[lo_:lo_ + 1024]
-            ok = ((self._smask[None, :, :] & ~wmask[rows][:, None, :]) == 0).all(axis=2)
-            for r, col in zip(*np.nonzero(ok), strict=True):
-                named[int(rows[r])].append(self.unique[int(col)])
-        for k, secrets in enumerate(named):
-            if secrets:
+            ok = ((self._smask[None, :, :] & ~wmask[rows][:, None, :]) == 0).all(axis=2).any(axis=1)
+            for k in rows[ok].tolist():
                 z = self.events(bytes(buf[c0[k]:c1[k]]))
-                named[k] = [i for i in secrets if self.pattern(i).search(z) is not None]
+                named[k] = [self.unique[j] for j in _names.find(self._trie, z)]
         return merged_w, named
 
     def events(self, content: bytes) -> bytes:
@@ -258,8 +269,8 @@ class TokenWindows:
         as a special at its start (non-ASCII skeleton characters as ``0x90`` on); a
         breaker as ``0x00``. Between two characters of a copy there are only
         separators, which hold no plain letter or digit: so a copy is its skeleton
-        with specials skipped (:meth:`pattern`), a superset the windows' secrets are
-        named by."""
+        (:meth:`units`, each character plain or special) with specials skipped between its
+        characters, a superset the windows' secrets are named by."""
         arr = np.frombuffer(content, dtype=np.uint8)
         n = len(arr)
         alnum = ALNUM[arr]
@@ -367,20 +378,3 @@ class TokenWindows:
                 out.append((at, _SPECIAL_CODE[ord(c)]))
             elif c in self._zcode:
                 out.append((at, self._zcode[c]))
-
-    def pattern(self, i: int) -> Any:
-        """Secret ``i``'s skeleton over :meth:`events`'s events: each character plain or
-        special, any specials between (an RE2 pattern, compiled once in microseconds)."""
-        if i not in self._zpat:
-            units = []
-            for c in self.skeletons[i]:
-                if c.isascii():
-                    units.append(b"[" + re.escape(c.encode()) + b"\\x%02x]" % _SPECIAL_CODE[ord(c)])
-                else:
-                    units.append(b"\\x%02x" % self._zcode[c])
-            options = re2.Options()
-            options.encoding = re2.Options.Encoding.LATIN1
-            options.never_capture = True
-            self._zpat[i] = re2.compile(b"[\\x41-\\x5a\\x80-\\xfe]*".join(units), options)
-        return self._zpat[i]
-

@@ -1,0 +1,332 @@
+/* memkit.scan._names: which secrets a window of spelling events names, all at once.
+ *
+ * memkit/scan/windows.py turns a window's bytes into spelling events (one byte each:
+ * a plain letter or digit as itself, lower case; a special one as upper case or
+ * 0x80 + digit; a non-ASCII skeleton character as a code from 0x90 on; a breaker as
+ * 0x00). A secret is named when its skeleton reads in the events with only specials
+ * between its characters: the pattern U1 S* U2 S* ... Um, where a unit Uj accepts
+ * the plain and the special event of the character (a non-ASCII one: its code) and S
+ * is any special (0x41-0x5A, 0x80-0xFE).
+ *
+ * Every secret's pattern is one path in a trie keyed by each unit's special code (a
+ * plain event is keyed by the special code of its character, which no non-ASCII code
+ * equals). find() runs that trie as a nondeterministic automaton over the events:
+ * the set of live nodes is advanced by each event (a node whose child has the event's
+ * key moves there; a special may also be skipped, leaving the node live; a plain event
+ * that no node takes ends it; a breaker ends all), the root is live at every event,
+ * and a node reached that ends a skeleton names its secrets. It accepts exactly what
+ * the secrets' patterns, each searched alone, accept (tests/test_scan_engine.py checks
+ * it against those patterns in Python's re), in time linear in the events times the
+ * live nodes (a few on text: most prefixes die at the next plain event).
+ *
+ * build(keys, order) -> bytes: the trie of the keys (bytes of unit codes, none empty;
+ * order: their indices sorted by key) as a flat array of int32: N nodes, E edges, T
+ * ends, the root's 256 children, then per node its first edge (N+1), each edge's key
+ * and child, per node its first end (N+1), and each end's key index.
+ * find(trie, events) -> list[int]: the indices of the keys named, ascending.
+ *
+ * C99 against the stable parts of the CPython API; no -march.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAMES_ABI 1 /* memkit/scan/windows.py checks it: a stale build is reported */
+
+static unsigned char KEY[256];     /* an event's key; 0: matches nothing (a breaker) */
+static unsigned char SPECIAL[256]; /* 1: a special event, which may be skipped */
+
+static void init_tables(void) {
+    for (int c = 0; c < 256; c++) {
+        int special = (c >= 0x41 && c <= 0x5A) || (c >= 0x80 && c <= 0xFE);
+        SPECIAL[c] = (unsigned char)special;
+        if (special)
+            KEY[c] = (unsigned char)c;
+        else if (c >= 'a' && c <= 'z')
+            KEY[c] = (unsigned char)(c - 32);
+        else if (c >= '0' && c <= '9')
+            KEY[c] = (unsigned char)(0x80 + c - '0');
+        else
+            KEY[c] = 0;
+    }
+}
+
+typedef struct {
+    int32_t parent, key, child;
+} edge_t;
+
+static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t n = *cap ? *cap : 64;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*buf, (size_t)n * item);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+PyDoc_STRVAR(build_doc, "build(keys, order) -> bytes\n\n"
+                        "The trie of ``keys`` (a list of non-empty bytes; ``order``: their "
+                        "indices sorted by key) for find().");
+
+static PyObject *build(PyObject *self, PyObject *args) {
+    PyObject *keys, *order;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &keys, &PyList_Type, &order))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(order) != n) {
+        PyErr_SetString(PyExc_ValueError, "build: order and keys differ in length");
+        return NULL;
+    }
+    edge_t *edges = NULL;
+    int32_t *ends = NULL; /* (node, key index) pairs */
+    int32_t *path = NULL; /* node at each depth of the previous key */
+    Py_ssize_t e_cap = 0, x_cap = 0, p_cap = 0, n_edges = 0, n_ends = 0;
+    int32_t n_nodes = 1;
+    const char *prev = NULL;
+    Py_ssize_t prev_len = 0;
+    PyObject *out = NULL;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(order, r));
+        if (i == -1 && PyErr_Occurred())
+            goto done;
+        if (i < 0 || i >= n) {
+            PyErr_SetString(PyExc_ValueError, "build: an index in order is out of range");
+            goto done;
+        }
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        if (!PyBytes_Check(k) || PyBytes_GET_SIZE(k) == 0) {
+            PyErr_SetString(PyExc_ValueError, "build: each key must be non-empty bytes");
+            goto done;
+        }
+        const char *s = PyBytes_AS_STRING(k);
+        Py_ssize_t len = PyBytes_GET_SIZE(k);
+        Py_ssize_t lcp = 0;
+        while (prev != NULL && lcp < len && lcp < prev_len && s[lcp] == prev[lcp])
+            lcp++;
+        if (prev != NULL && lcp < len && lcp < prev_len && (unsigned char)s[lcp] < (unsigned char)prev[lcp]) {
+            PyErr_SetString(PyExc_ValueError, "build: order does not sort the keys");
+            goto done;
+        }
+        if (grow((void **)&path, &p_cap, len + 1, sizeof(int32_t)) < 0)
+            goto done;
+        path[0] = 0;
+        for (Py_ssize_t d = lcp; d < len; d++) {
+            if (grow((void **)&edges, &e_cap, n_edges + 1, sizeof(edge_t)) < 0)
+                goto done;
+            if (n_nodes == INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "build: too many trie nodes");
+                goto done;
+            }
+            edges[n_edges].parent = path[d];
+            edges[n_edges].key = (unsigned char)s[d];
+            edges[n_edges].child = n_nodes;
+            n_edges++;
+            path[d + 1] = n_nodes++;
+        }
+        if (grow((void **)&ends, &x_cap, 2 * (n_ends + 1), sizeof(int32_t)) < 0)
+            goto done;
+        ends[2 * n_ends] = path[len];
+        ends[2 * n_ends + 1] = (int32_t)i;
+        n_ends++;
+        prev = s;
+        prev_len = len;
+    }
+    {
+        /* layout: N, E, T, root[256], first_edge[N+1], key[E], child[E], first_end[N+1], end[T] */
+        Py_ssize_t words = 3 + 256 + (n_nodes + 1) + 2 * n_edges + (n_nodes + 1) + n_ends;
+        out = PyBytes_FromStringAndSize(NULL, words * (Py_ssize_t)sizeof(int32_t));
+        if (out == NULL)
+            goto done;
+        int32_t *w = (int32_t *)PyBytes_AS_STRING(out);
+        memset(w, 0, (size_t)words * sizeof(int32_t));
+        w[0] = n_nodes;
+        w[1] = (int32_t)n_edges;
+        w[2] = (int32_t)n_ends;
+        int32_t *root = w + 3, *first = root + 256, *ekey = first + n_nodes + 1, *echild = ekey + n_edges;
+        int32_t *xfirst = echild + n_edges, *xid = xfirst + n_nodes + 1;
+        for (int c = 0; c < 256; c++)
+            root[c] = -1;
+        /* counting sort by parent: creation order keeps each node's edges sorted by key */
+        for (Py_ssize_t j = 0; j < n_edges; j++)
+            first[edges[j].parent + 1]++;
+        for (int32_t v = 0; v < n_nodes; v++)
+            first[v + 1] += first[v];
+        int32_t *fill = calloc((size_t)n_nodes + 1, sizeof(int32_t));
+        if (fill == NULL) {
+            Py_CLEAR(out);
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < n_edges; j++) {
+            int32_t v = edges[j].parent, at = first[v] + fill[v]++;
+            ekey[at] = edges[j].key;
+            echild[at] = edges[j].child;
+            if (v == 0)
+                root[edges[j].key] = edges[j].child;
+        }
+        memset(fill, 0, ((size_t)n_nodes + 1) * sizeof(int32_t));
+        for (Py_ssize_t j = 0; j < n_ends; j++)
+            xfirst[ends[2 * j] + 1]++;
+        for (int32_t v = 0; v < n_nodes; v++)
+            xfirst[v + 1] += xfirst[v];
+        for (Py_ssize_t j = 0; j < n_ends; j++) {
+            int32_t v = ends[2 * j];
+            xid[xfirst[v] + fill[v]++] = ends[2 * j + 1];
+        }
+        free(fill);
+    }
+done:
+    free(edges);
+    free(ends);
+    free(path);
+    return out;
+}
+
+static int cmp_int32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+PyDoc_STRVAR(find_doc, "find(trie, events) -> list[int]\n\n"
+                       "The indices of the keys whose pattern reads in ``events`` (module doc), "
+                       "ascending.");
+
+static PyObject *find(PyObject *self, PyObject *args) {
+    Py_buffer tb, eb;
+    if (!PyArg_ParseTuple(args, "y*y*", &tb, &eb))
+        return NULL;
+    PyObject *result = NULL;
+    int32_t *live = NULL, *next = NULL, *found = NULL;
+    uint32_t *stamp = NULL;
+    unsigned char *seen = NULL;
+    const int32_t *w = (const int32_t *)tb.buf;
+    if (tb.len < (Py_ssize_t)(259 * sizeof(int32_t))) {
+        PyErr_SetString(PyExc_ValueError, "find: not a trie from build()");
+        goto done;
+    }
+    int32_t n_nodes = w[0], n_edges = w[1], n_ends = w[2];
+    Py_ssize_t words = 3 + 256 + (Py_ssize_t)(n_nodes + 1) * 2 + 2 * (Py_ssize_t)n_edges + n_ends;
+    if (n_nodes < 1 || n_edges < 0 || n_ends < 0 || tb.len != words * (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "find: not a trie from build()");
+        goto done;
+    }
+    const int32_t *root = w + 3, *first = root + 256, *ekey = first + n_nodes + 1, *echild = ekey + n_edges;
+    const int32_t *xfirst = echild + n_edges, *xid = xfirst + n_nodes + 1;
+    live = malloc(sizeof(int32_t) * (size_t)n_nodes);
+    next = malloc(sizeof(int32_t) * (size_t)n_nodes);
+    stamp = calloc((size_t)n_nodes, sizeof(uint32_t));
+    seen = calloc((size_t)n_nodes, 1);
+    found = malloc(sizeof(int32_t) * ((size_t)n_ends + 1));
+    if (!live || !next || !stamp || !seen || !found) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *ev = (const unsigned char *)eb.buf;
+    Py_ssize_t n_ev = eb.len, n_found = 0;
+    int32_t n_live = 0;
+    uint32_t gen = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t p = 0; p < n_ev; p++) {
+        unsigned char e = ev[p], key = KEY[e];
+        if (key == 0) {
+            n_live = 0;
+            continue;
+        }
+        if (++gen == 0) { /* wrapped: clear the stamps */
+            memset(stamp, 0, sizeof(uint32_t) * (size_t)n_nodes);
+            gen = 1;
+        }
+        int32_t n_next = 0;
+        if (SPECIAL[e]) { /* skipped: every live node stays */
+            for (int32_t j = 0; j < n_live; j++) {
+                stamp[live[j]] = gen;
+                next[n_next++] = live[j];
+            }
+        }
+        for (int32_t j = -1; j < n_live; j++) {
+            int32_t child;
+            if (j < 0) {
+                child = root[key];
+            } else {
+                int32_t lo = first[live[j]], hi = first[live[j] + 1];
+                child = -1;
+                while (lo < hi) {
+                    int32_t mid = lo + (hi - lo) / 2;
+                    if (ekey[mid] < key)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (lo < first[live[j] + 1] && ekey[lo] == key)
+                    child = echild[lo];
+            }
+            if (child < 0 || stamp[child] == gen)
+                continue;
+            stamp[child] = gen;
+            next[n_next++] = child;
+            if (!seen[child] && xfirst[child] < xfirst[child + 1]) {
+                seen[child] = 1;
+                for (int32_t x = xfirst[child]; x < xfirst[child + 1]; x++)
+                    found[n_found++] = xid[x];
+            }
+        }
+        int32_t *t = live;
+        live = next;
+        next = t;
+        n_live = n_next;
+    }
+    Py_END_ALLOW_THREADS
+    qsort(found, (size_t)n_found, sizeof(int32_t), cmp_int32);
+    result = PyList_New(n_found);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < n_found; j++) {
+        PyObject *v = PyLong_FromLong(found[j]);
+        if (v == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, j, v);
+    }
+done:
+    free(live);
+    free(next);
+    free(stamp);
+    free(seen);
+    free(found);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&eb);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"build", build, METH_VARARGS, build_doc},
+    {"find", find, METH_VARARGS, find_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "memkit.scan._names",
+    "Which secrets a window of spelling events names, all at once (memkit/scan/_names.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__names(void) {
+    init_tables();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "ABI", NAMES_ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

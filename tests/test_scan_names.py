@@ -1,0 +1,96 @@
+"""The automaton that names the secrets a window may hold (memkit/scan/_names.c, used by
+memkit/scan/windows.py): it accepts exactly what each secret's pattern over the spelling
+events accepts, searched alone. The patterns here are written from the definition in
+:meth:`memkit.scan.windows.TokenWindows.events` (a unit: the plain or the special
+event of a character; any specials between units), with Python's ``re``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memkit.scan import _names
+from memkit.scan.windows import TokenWindows
+
+_SPECIALS = bytes(range(0x41, 0x5B)) + bytes(range(0x80, 0xFF))
+
+
+def _special(c: int) -> int:
+    """The special event of a plain one (``a`` -> ``A``, ``7`` -> ``0x87``)."""
+    return c - 32 if 0x61 <= c <= 0x7A else 0x80 + c - 0x30
+
+
+def _pattern(units: bytes) -> re.Pattern[bytes]:
+    """A key's pattern, from the definition: each unit is its special event, or the
+    plain event that stands for it; specials may come between units."""
+    parts = []
+    for u in units:
+        plain = [c for c in b"abcdefghijklmnopqrstuvwxyz0123456789" if _special(c) == u]
+        parts.append(b"[" + b"".join(b"\\x%02x" % c for c in [u, *plain]) + b"]")
+    skip = b"[" + re.escape(_SPECIALS) + b"]*"
+    return re.compile(skip.join(parts), re.DOTALL)
+
+
+def _named(keys: list[bytes], events: bytes) -> list[int]:
+    trie = _names.build(keys, sorted(range(len(keys)), key=keys.__getitem__))
+    return _names.find(trie, events)
+
+
+_ALPHA = b"abx17" + bytes([_special(c) for c in b"abx17"]) + b"\x00QZ\x90\x91\x95 "
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[list[bytes], bytes]:
+    """Keys over a small alphabet (so they share prefixes and meet in the events) and
+    events mixing their plain and special events, other specials, codes of non-ASCII
+    characters and breakers."""
+    unit = st.sampled_from(list(b"AB" + bytes([0x81, 0x87]) + b"X\x90\x91"))
+    any_unit = st.sampled_from(list(_SPECIALS))
+    keys = draw(st.lists(st.lists(unit, min_size=1, max_size=5).map(bytes)
+                         | st.lists(any_unit, min_size=1, max_size=3).map(bytes), min_size=1, max_size=12))
+    events = draw(st.lists(st.sampled_from(list(_ALPHA)), max_size=60).map(bytes))
+    return keys, events
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_the_automaton_names_what_each_pattern_finds_alone(case):
+    keys, events = case
+    want = [i for i, k in enumerate(keys) if _pattern(k).search(events) is not None]
+    assert _named(keys, events) == want
+
+
+def test_named_across_skipped_specials_and_never_across_a_plain_event_or_a_breaker():
+    keys = [b"ABC", b"A\x81", b"\x90B"]
+    assert _named(keys, b"aZbQQc") == [0]  # specials between: skipped
+    assert _named(keys, b"aZbqc") == []  # a plain event between: not skipped
+    assert _named(keys, b"ab\x00c") == []  # a breaker ends every reading
+    assert _named(keys, b"AB\x43") == [0]  # each character spelled special
+    assert _named(keys, b"a1") == [1]  # a digit's plain event
+    assert _named(keys, b"\x90Yb") == [2]  # a non-ASCII character's code has no plain event
+    assert _named(keys, b"AAbc") == [0]  # the special A skipped, or read: both live
+    assert _named(keys, b"Aabc") == [0]  # a special read, then not: the plain a starts again
+
+
+def test_duplicate_keys_and_keys_that_are_prefixes_of_others_are_all_named():
+    keys = [b"AB", b"ABC", b"AB", b"A"]
+    assert _named(keys, b"abc") == [0, 1, 2, 3]
+    assert _named(keys, b"ab") == [0, 2, 3]
+
+
+def test_bad_tries_and_keys_are_refused():
+    with pytest.raises(ValueError, match="non-empty"):
+        _names.build([b""], [0])
+    with pytest.raises(ValueError, match="sort"):
+        _names.build([b"B", b"A"], [0, 1])
+    with pytest.raises(ValueError, match="not a trie"):
+        _names.find(b"\x00" * 8, b"ab")
+
+
+def test_the_windows_units_are_the_special_events_of_the_skeleton():
+    tw = TokenWindows({0: "xq7", 1: "é1"}, [], {}, 64, 2)
+    assert tw.units("xq7") == b"XQ\x87"
+    assert tw.units("é1")[1:] == b"\x81" and tw.units("é1")[0] >= 0x90
