@@ -102,8 +102,20 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
     if paths is not None and not _enough(paths):
         return
     release()
+    _warm(m)
     _M = m
     _POOL.update(m=m, pid=os.getpid(), pool=multiprocessing.get_context("fork").Pool(workers()))
+
+
+def _warm(m: Any) -> None:
+    """Build what every worker would otherwise build for itself: the scan engine of a
+    one-secret matcher and its byte patterns (compiled on first use, tens of ms each,
+    in each process; the engine's entry holds the same cached matcher). A
+    :class:`~memkit.scan.multi.MultiMatcher` compiles a secret's patterns only where a
+    window names it."""
+    _engine(m)
+    if not hasattr(m, "engine"):
+        m.bytes, m.starts  # noqa: B018 - cached properties
 
 
 def release(m: Any = None) -> None:

@@ -23,7 +23,10 @@
  * order: their indices sorted by key) as a flat array of int32: N nodes, E edges, T
  * ends, the root's 256 children, then per node its first edge (N+1), each edge's key
  * and child, per node its first end (N+1), and each end's key index.
- * find(trie, events) -> list[int]: the indices of the keys named, ascending.
+ * find(trie, events) -> list[(key index, first, last)]: for each key, the stretches of
+ * events its pattern reads in: every reading ends in [first, last] and begins in
+ * [first, its end] (each live node carries the earliest event a reading of it began
+ * at), sorted. memkit/scan/windows.py maps them back to the window's bytes.
  *
  * C99 against the stable parts of the CPython API; no -march.
  */
@@ -33,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAMES_ABI 1 /* memkit/scan/windows.py checks it: a stale build is reported */
+#define NAMES_ABI 2 /* memkit/scan/windows.py checks it: a stale build is reported */
 
 static unsigned char KEY[256];     /* an event's key; 0: matches nothing (a breaker) */
 static unsigned char SPECIAL[256]; /* 1: a special event, which may be skipped */
@@ -191,23 +194,28 @@ done:
     return out;
 }
 
-static int cmp_int32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+static int cmp_triple(const void *a, const void *b) {
+    const int32_t *x = (const int32_t *)a, *y = (const int32_t *)b;
+    for (int k = 0; k < 3; k++)
+        if (x[k] != y[k])
+            return (x[k] > y[k]) - (x[k] < y[k]);
+    return 0;
 }
 
-PyDoc_STRVAR(find_doc, "find(trie, events) -> list[int]\n\n"
-                       "The indices of the keys whose pattern reads in ``events`` (module doc), "
-                       "ascending.");
+PyDoc_STRVAR(find_doc, "find(trie, events) -> list[tuple[int, int, int]]\n\n"
+                       "``(key index, first, last)`` for each stretch of ``events`` in which a "
+                       "key's pattern reads (module doc): every reading ends at an event in "
+                       "``[first, last]`` and begins at one in ``[first, its end]``; sorted.");
 
 static PyObject *find(PyObject *self, PyObject *args) {
     Py_buffer tb, eb;
     if (!PyArg_ParseTuple(args, "y*y*", &tb, &eb))
         return NULL;
     PyObject *result = NULL;
-    int32_t *live = NULL, *next = NULL, *found = NULL;
+    int32_t *live = NULL, *next = NULL, *live_s = NULL, *next_s = NULL, *slot = NULL;
+    int32_t *run_a = NULL, *run_b = NULL, *out = NULL;
     uint32_t *stamp = NULL;
-    unsigned char *seen = NULL;
+    Py_ssize_t n_out = 0, out_cap = 0;
     const int32_t *w = (const int32_t *)tb.buf;
     if (tb.len < (Py_ssize_t)(259 * sizeof(int32_t))) {
         PyErr_SetString(PyExc_ValueError, "find: not a trie from build()");
@@ -221,41 +229,55 @@ static PyObject *find(PyObject *self, PyObject *args) {
     }
     const int32_t *root = w + 3, *first = root + 256, *ekey = first + n_nodes + 1, *echild = ekey + n_edges;
     const int32_t *xfirst = echild + n_edges, *xid = xfirst + n_nodes + 1;
-    live = malloc(sizeof(int32_t) * (size_t)n_nodes);
-    next = malloc(sizeof(int32_t) * (size_t)n_nodes);
-    stamp = calloc((size_t)n_nodes, sizeof(uint32_t));
-    seen = calloc((size_t)n_nodes, 1);
-    found = malloc(sizeof(int32_t) * ((size_t)n_ends + 1));
-    if (!live || !next || !stamp || !seen || !found) {
+    size_t nn = (size_t)n_nodes;
+    live = malloc(sizeof(int32_t) * nn);
+    next = malloc(sizeof(int32_t) * nn);
+    live_s = malloc(sizeof(int32_t) * nn);
+    next_s = malloc(sizeof(int32_t) * nn);
+    slot = malloc(sizeof(int32_t) * nn);
+    run_a = malloc(sizeof(int32_t) * nn); /* per end node: its open stretch, [run_a, run_b] */
+    run_b = malloc(sizeof(int32_t) * nn);
+    stamp = calloc(nn, sizeof(uint32_t));
+    if (!live || !next || !live_s || !next_s || !slot || !run_a || !run_b || !stamp) {
         PyErr_NoMemory();
         goto done;
     }
+    for (size_t v = 0; v < nn; v++)
+        run_a[v] = -1;
     const unsigned char *ev = (const unsigned char *)eb.buf;
-    Py_ssize_t n_ev = eb.len, n_found = 0;
+    Py_ssize_t n_ev = eb.len;
+    if (n_ev > INT32_MAX - 2) {
+        PyErr_SetString(PyExc_OverflowError, "find: too many events");
+        goto done;
+    }
     int32_t n_live = 0;
     uint32_t gen = 0;
+    int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t p = 0; p < n_ev; p++) {
+    for (int32_t p = 0; p < (int32_t)n_ev && !failed; p++) {
         unsigned char e = ev[p], key = KEY[e];
         if (key == 0) {
             n_live = 0;
             continue;
         }
         if (++gen == 0) { /* wrapped: clear the stamps */
-            memset(stamp, 0, sizeof(uint32_t) * (size_t)n_nodes);
+            memset(stamp, 0, sizeof(uint32_t) * nn);
             gen = 1;
         }
         int32_t n_next = 0;
-        if (SPECIAL[e]) { /* skipped: every live node stays */
+        if (SPECIAL[e]) { /* skipped: every live node stays, with its earliest start */
             for (int32_t j = 0; j < n_live; j++) {
                 stamp[live[j]] = gen;
+                slot[live[j]] = n_next;
+                next_s[n_next] = live_s[j];
                 next[n_next++] = live[j];
             }
         }
         for (int32_t j = -1; j < n_live; j++) {
-            int32_t child;
+            int32_t child, start;
             if (j < 0) {
                 child = root[key];
+                start = p;
             } else {
                 int32_t lo = first[live[j]], hi = first[live[j] + 1];
                 child = -1;
@@ -268,29 +290,97 @@ static PyObject *find(PyObject *self, PyObject *args) {
                 }
                 if (lo < first[live[j] + 1] && ekey[lo] == key)
                     child = echild[lo];
+                start = live_s[j];
             }
-            if (child < 0 || stamp[child] == gen)
+            if (child < 0)
                 continue;
-            stamp[child] = gen;
-            next[n_next++] = child;
-            if (!seen[child] && xfirst[child] < xfirst[child + 1]) {
-                seen[child] = 1;
-                for (int32_t x = xfirst[child]; x < xfirst[child + 1]; x++)
-                    found[n_found++] = xid[x];
+            if (stamp[child] == gen) {
+                if (start < next_s[slot[child]])
+                    next_s[slot[child]] = start;
+                continue;
             }
+            stamp[child] = gen;
+            slot[child] = n_next;
+            next_s[n_next] = start;
+            next[n_next++] = child;
+        }
+        for (int32_t j = 0; j < n_next; j++) { /* end nodes live here: their stretches */
+            int32_t v = next[j];
+            if (xfirst[v] == xfirst[v + 1])
+                continue;
+            if (run_a[v] >= 0 && next_s[j] <= run_b[v] + 1) {
+                if (next_s[j] < run_a[v])
+                    run_a[v] = next_s[j];
+                run_b[v] = p;
+                continue;
+            }
+            if (run_a[v] >= 0) {
+                Py_ssize_t need = n_out + 3 * (Py_ssize_t)(xfirst[v + 1] - xfirst[v]);
+                if (need > out_cap) {
+                    Py_ssize_t cap = out_cap ? out_cap : 192;
+                    while (cap < need)
+                        cap *= 2;
+                    int32_t *q = realloc(out, sizeof(int32_t) * (size_t)cap);
+                    if (q == NULL) {
+                        failed = 1;
+                        break;
+                    }
+                    out = q;
+                    out_cap = cap;
+                }
+                for (int32_t x = xfirst[v]; x < xfirst[v + 1]; x++) {
+                    out[n_out++] = xid[x];
+                    out[n_out++] = run_a[v];
+                    out[n_out++] = run_b[v];
+                }
+            }
+            run_a[v] = next_s[j];
+            run_b[v] = p;
         }
         int32_t *t = live;
         live = next;
         next = t;
+        t = live_s;
+        live_s = next_s;
+        next_s = t;
         n_live = n_next;
     }
+    if (!failed) { /* the stretches still open */
+        for (int32_t v = 0; v < n_nodes && !failed; v++) {
+            if (run_a[v] < 0)
+                continue;
+            Py_ssize_t need = n_out + 3 * (Py_ssize_t)(xfirst[v + 1] - xfirst[v]);
+            if (need > out_cap) {
+                Py_ssize_t cap = out_cap ? out_cap : 192;
+                while (cap < need)
+                    cap *= 2;
+                int32_t *q = realloc(out, sizeof(int32_t) * (size_t)cap);
+                if (q == NULL) {
+                    failed = 1;
+                    break;
+                }
+                out = q;
+                out_cap = cap;
+            }
+            for (int32_t x = xfirst[v]; x < xfirst[v + 1]; x++) {
+                out[n_out++] = xid[x];
+                out[n_out++] = run_a[v];
+                out[n_out++] = run_b[v];
+            }
+        }
+    }
+    if (!failed && n_out)
+        qsort(out, (size_t)(n_out / 3), 3 * sizeof(int32_t), cmp_triple);
     Py_END_ALLOW_THREADS
-    qsort(found, (size_t)n_found, sizeof(int32_t), cmp_int32);
-    result = PyList_New(n_found);
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New(n_out / 3);
     if (result == NULL)
         goto done;
-    for (Py_ssize_t j = 0; j < n_found; j++) {
-        PyObject *v = PyLong_FromLong(found[j]);
+    for (Py_ssize_t j = 0; j < n_out / 3; j++) {
+        PyObject *v = Py_BuildValue("(iii)", out[3 * j], out[3 * j + 1], out[3 * j + 2]);
         if (v == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -300,9 +390,13 @@ static PyObject *find(PyObject *self, PyObject *args) {
 done:
     free(live);
     free(next);
+    free(live_s);
+    free(next_s);
+    free(slot);
+    free(run_a);
+    free(run_b);
     free(stamp);
-    free(seen);
-    free(found);
+    free(out);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&eb);
     return result;

@@ -30,15 +30,16 @@ binary). It splits the work by what a copy can read:
 3. **Windows** (:mod:`memkit.scan.windows`): a copy that reads a window token starts
    in the token's window (at most ``max_bytes`` before it, after the last breaker
    byte, at most 3 bytes after it). A window *names* the secrets that may have a copy
-   there, and each named secret's byte pattern is tried at the offsets in the window
-   where a spelling of its first character begins
+   there, with the stretches of it where such a copy may start (one automaton over
+   the window's spelling events for all secrets), and each named secret's byte pattern
+   is tried at the offsets in those stretches where a spelling of its first character begins
    (:attr:`~memkit.scan.matching.SecretMatcher.starts`), so a search never reads more than
    a copy past its window.
 4. **One chain per secret.** Candidates and windows are visited in order of offset,
    each search starting where the secret's previous copy ended and keeping the copies
-   that start in the candidate or window: exactly the copies, in order, that
+   that start in the candidate or stretch: exactly the copies, in order, that
    ``finditer`` over the whole buffer yields, because every copy starts at a plain
-   candidate or in a window.
+   candidate or in a stretch its window names.
 
 Streams (:meth:`ScanEngine.scan_file`) are read in chunks; the last ``overlap`` bytes
 (the longest copy any secret can have,
@@ -324,14 +325,16 @@ class ScanEngine:
         regions: dict[int, list[tuple[int, int, int]]] = {}
         if windows:
             windows, named = self._tw.name(buf, arr, windows, ends, kinds)
-            for (w0, w1), secrets in zip(windows, named, strict=True):
-                for i in secrets:
-                    regions.setdefault(i, []).append((w0, w1, 1))
-        starts = [w[0] for w in windows]
+            for stretches in named:
+                for i, r0, r1 in stretches:
+                    regions.setdefault(i, []).append((r0, r1, 1))
+        searched = {i: ([r[0] for r in rs], [r[1] for r in rs]) for i, rs in regions.items()}
         for i, a in hits:
-            k = bisect.bisect_right(starts, a) - 1
-            if k >= 0 and a < windows[k][1]:
-                continue  # inside a window: the window's own search decides
+            if i in searched:
+                r0s, r1s = searched[i]
+                k = bisect.bisect_right(r0s, a) - 1
+                if k >= 0 and a < r1s[k]:
+                    continue  # inside a stretch the window search reads: it decides
             regions.setdefault(i, []).append((a, a + 1, 0))
         for i, rs in regions.items():
             self._confirm(i, _merge(sorted(rs)), buf, base, st)

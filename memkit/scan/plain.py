@@ -95,6 +95,11 @@ class PlainFinder:
             self._tail.append(j)
         self._db = _literal_db(lits)
         self._short_db = _literal_db([self.sk[j].encode() for j in self.short]) if self.short else None
+        self._every = list(range(len(self.sk)))
+        self._reach_every = max(self.lens) - 1
+        self._reach_short = max((self.lens[j] for j in self.short), default=1) - 1
+        """The plain letters :meth:`_segments` reads past a starting place for every
+        skeleton, and for the short ones: the longest less one."""
 
     def hits(self, buf: Any, arr: np.ndarray, lo: int, limit: int) -> list[tuple[int, int]]:
         """``(secret index, start)`` of every plain candidate starting in ``[lo, limit)``
@@ -161,18 +166,18 @@ class PlainFinder:
                     if LOWER_LUT[arr[p]].tobytes() == head and p[0] < limit:
                         out.append((self.ids[j], int(p[0])))
         if self.long:  # long secrets, long constructs
-            self._segments(np.flatnonzero(~short), arr, tails, plain, self._db, list(range(len(self.sk))),
-                           limit, out)
+            self._segments(np.flatnonzero(~short), arr, tails, plain, self._db, self._every,
+                           self._reach_every, limit, out)
         if self._short_db is not None:  # short secrets, every construct
-            self._segments(np.arange(length.size), arr, tails, plain, self._short_db, self.short, limit, out)
+            self._segments(np.arange(length.size), arr, tails, plain, self._short_db, self.short,
+                           self._reach_short, limit, out)
 
     def _segments(self, sel: np.ndarray, arr: np.ndarray, tails: Any, plain: np.ndarray, db: Any,
-                  which: list[int], limit: int, out: list[tuple[int, int]]) -> None:
-        """Lay out the segments of starting places ``sel`` ([letters][plain letters
-        after][0]) in batches and search them with ``db`` (skeletons ``which``; ids past
-        them are suffixes, not used here)."""
+                  which: list[int], reach: int, limit: int, out: list[tuple[int, int]]) -> None:
+        """Lay out the segments of starting places ``sel`` ([letters][``reach`` plain
+        letters after][0]) in batches and search them with ``db`` (skeletons ``which``;
+        ids past them are suffixes, not used here)."""
         pos, first, length, rank = tails
-        reach = max(self.lens[j] for j in which) - 1
         for b in range(0, sel.size, _BATCH):
             g = sel[b:b + _BATCH]
             r_len = length[g]

@@ -24,12 +24,18 @@ from typing import Any
 import numpy as np
 
 import memkit.scan._names as _names  # the compiled automaton (a module of this package)
-from memkit.scan.matching import BREAKER_BYTES, TOKEN_MAX_BYTES, alnum_fold, variants_table
+from memkit.scan.matching import (
+    BREAKER_BYTES,
+    MAX_SPELLING_BYTES,
+    TOKEN_MAX_BYTES,
+    alnum_fold,
+    variants_table,
+)
 from memkit.scan.plain import ALNUM, LOWER_LUT
 
 __all__ = ["TokenWindows"]
 
-if getattr(_names, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/scan/_names.c
+if getattr(_names, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_names.c
     raise ImportError(f"memkit.scan._names at {_names.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
@@ -201,7 +207,7 @@ class TokenWindows:
         return out
 
     def name(self, buf: Any, arr: np.ndarray, windows: list[tuple[int, int]], ends: list[int],
-                      kinds: list[int]) -> tuple[list[tuple[int, int]], list[list[int]]]:
+                      kinds: list[int]) -> tuple[list[tuple[int, int]], list[list[tuple[int, int, int]]]]:
         """The secrets each window names: the windows' contents (from the window's
         start to the first breaker after its end; windows whose contents meet are
         merged) are tested at once for holding a spelling of every skeleton character of
@@ -211,7 +217,12 @@ class TokenWindows:
         characters, searched in them at once (``memkit/scan/_names.c``).
 
         Returns:
-            the windows (merged) and, for each, the indices of the secrets it names.
+            the windows (merged) and, for each, ``(secret index, start, end)``: the
+            stretches of the window (byte offsets) where a copy of a secret it names may
+            start and read a token (a reading of its events begins at most
+            :data:`~memkit.scan.matching.MAX_SPELLING_BYTES` bytes after a copy's start
+            and ends after it; a stretch near no token holds only copies the plain
+            pattern finds), in order per secret.
         """
         n = len(arr)
         w0 = np.fromiter((w[0] for w in windows), dtype=np.int64, count=len(windows))
@@ -251,17 +262,27 @@ class TokenWindows:
             k = np.searchsorted(c0, e[has] - 1, side="right") - 1
             ok = (k >= 0) & (e[has] - 1 < c1[np.maximum(k, 0)])
             np.bitwise_or.at(wmask, k[ok], tb[has][ok])
-        named: list[list[int]] = [[] for _ in range(m)]
+        named: list[list[tuple[int, int, int]]] = [[] for _ in range(m)]
+        e_sorted = np.sort(e)
         need = np.flatnonzero(wmask.any(axis=1))
         for lo_ in range(0, len(need), 1024):
             rows = need[lo_:lo_ + 1024]
             ok = ((self._smask[None, :, :] & ~wmask[rows][:, None, :]) == 0).all(axis=2).any(axis=1)
             for k in rows[ok].tolist():
-                z = self.events(bytes(buf[c0[k]:c1[k]]))
-                named[k] = [self.unique[j] for j in _names.find(self._trie, z)]
+                z, at = self.events(bytes(buf[c0[k]:c1[k]]))
+                w0_, w1_ = merged_w[k]
+                for j, first, last in _names.find(self._trie, z):
+                    r0 = max(w0_, int(c0[k] + at[first]) - MAX_SPELLING_BYTES)
+                    r1 = min(w1_, int(c0[k] + at[last]) + 1)
+                    # a copy starting here ends in the spelling of its last event: the
+                    # stretch reads a token only if one ends near it
+                    far = int(c0[k] + at[last]) + MAX_SPELLING_BYTES + TOKEN_MAX_BYTES
+                    if r0 < r1 and np.searchsorted(e_sorted, far, side="right") > np.searchsorted(
+                            e_sorted, r0 - 16, side="right"):
+                        named[k].append((self.unique[j], r0, r1))
         return merged_w, named
 
-    def events(self, content: bytes) -> bytes:
+    def events(self, content: bytes) -> tuple[bytes, np.ndarray]:
         """The window's *spelling events* in order, one byte each: a letter or digit
         outside every encoded construct as itself, lower case (*plain*); one inside a
         construct, or before a combining mark, upper case or ``0x80 + digit``
@@ -270,7 +291,12 @@ class TokenWindows:
         breaker as ``0x00``. Between two characters of a copy there are only
         separators, which hold no plain letter or digit: so a copy is its skeleton
         (:meth:`units`, each character plain or special) with specials skipped between its
-        characters, a superset the windows' secrets are named by."""
+        characters, a superset the windows' secrets are named by.
+
+        Returns:
+            the events, and the offset in ``content`` of each (where the spelling it
+            stands for begins, or up to :data:`~memkit.scan.matching.MAX_SPELLING_BYTES`
+            bytes after: a combining mark's event is at the mark, its base before it)."""
         arr = np.frombuffer(content, dtype=np.uint8)
         n = len(arr)
         alnum = ALNUM[arr]
@@ -342,8 +368,9 @@ class TokenWindows:
             xc = np.fromiter((e[1] for e in extra), dtype=np.uint8, count=len(extra))
             pos = np.concatenate([pos, xp])
             codes = np.concatenate([codes, xc])
-            codes = codes[np.argsort(pos, kind="stable")]
-        return codes.tobytes()
+            order = np.argsort(pos, kind="stable")
+            codes, pos = codes[order], pos[order]
+        return codes.tobytes(), pos
 
     @staticmethod
     def _base(content: bytes, at: int, spelt: dict[int, str]) -> str:
