@@ -34,9 +34,13 @@ def _pattern(units: bytes) -> re.Pattern[bytes]:
     return re.compile(skip.join(parts), re.DOTALL)
 
 
-def _named(keys: list[bytes], events: bytes) -> list[int]:
+def _stretches(keys: list[bytes], events: bytes) -> list[tuple[int, int, int]]:
     trie = _names.build(keys, sorted(range(len(keys)), key=keys.__getitem__))
     return _names.find(trie, events)
+
+
+def _named(keys: list[bytes], events: bytes) -> list[int]:
+    return sorted({k for k, _, _ in _stretches(keys, events)})
 
 
 _ALPHA = b"abx17" + bytes([_special(c) for c in b"abx17"]) + b"\x00QZ\x90\x91\x95 "
@@ -61,6 +65,13 @@ def test_the_automaton_names_what_each_pattern_finds_alone(case):
     keys, events = case
     want = [i for i, k in enumerate(keys) if _pattern(k).search(events) is not None]
     assert _named(keys, events) == want
+    stretches = _stretches(keys, events)
+    for i, k in enumerate(keys):  # every reading, at every start, lies in a stretch of its key
+        mine = [(a, b) for j, a, b in stretches if j == i]
+        for start in range(len(events)):
+            m = _pattern(k).match(events, start)
+            if m is not None:
+                assert any(a <= start and m.end() - 1 <= b for a, b in mine), (k, start, m.span(), mine)
 
 
 def test_named_across_skipped_specials_and_never_across_a_plain_event_or_a_breaker():
@@ -81,6 +92,12 @@ def test_duplicate_keys_and_keys_that_are_prefixes_of_others_are_all_named():
     assert _named(keys, b"ab") == [0, 2, 3]
 
 
+def test_stretches_say_where_readings_begin_and_end():
+    assert _stretches([b"AB"], b"xxabxxxxab") == [(0, 2, 3), (0, 8, 9)]
+    assert _stretches([b"AB"], b"abQQQab") == [(0, 0, 6)]  # read on through skipped specials
+    assert _stretches([b"AB"], b"aQQb") == [(0, 0, 3)]
+
+
 def test_bad_tries_and_keys_are_refused():
     with pytest.raises(ValueError, match="non-empty"):
         _names.build([b""], [0])
@@ -94,3 +111,20 @@ def test_the_windows_units_are_the_special_events_of_the_skeleton():
     tw = TokenWindows({0: "xq7", 1: "é1"}, [], {}, 64, 2)
     assert tw.units("xq7") == b"XQ\x87"
     assert tw.units("é1")[1:] == b"\x81" and tw.units("é1")[0] >= 0x90
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1), min_size=2, max_size=2), min_size=1, max_size=20),
+       st.lists(st.lists(st.integers(0, 2**64 - 1), min_size=2, max_size=2), min_size=1, max_size=20),
+       st.integers(0, 2**64 - 1))
+def test_the_prefilter_says_which_windows_hold_every_character_of_some_secret(masks, windows, thin):
+    import numpy as np
+
+    s = np.array(masks, dtype=np.uint64)
+    s[::2, 0] &= np.uint64(thin)  # some secrets of few characters, inside many windows
+    w = np.array(windows, dtype=np.uint64)
+    want = [bool(((s & ~row) == 0).all(axis=1).any()) for row in w]
+    counts = np.unpackbits(s.view(np.uint8), axis=1).sum(axis=1).astype(np.int32)
+    order = np.argsort(counts, kind="stable")
+    got = _names.covered(s[order].tobytes(), counts[order].tobytes(), 2, w.tobytes())
+    assert [bool(x) for x in got] == want

@@ -28,6 +28,9 @@
  * [first, its end] (each live node carries the earliest event a reading of it began
  * at), sorted. memkit/scan/windows.py maps them back to the window's bytes.
  *
+ * covered(masks, counts, words, windows) -> bytes: which windows hold every skeleton
+ * character of some secret (bit masks; the prefilter before a window's events are read).
+ *
  * C99 against the stable parts of the CPython API; no -march.
  */
 #define PY_SSIZE_T_CLEAN
@@ -36,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAMES_ABI 2 /* memkit/scan/windows.py checks it: a stale build is reported */
+#define NAMES_ABI 3 /* memkit/scan/windows.py checks it: a stale build is reported */
 
 static unsigned char KEY[256];     /* an event's key; 0: matches nothing (a breaker) */
 static unsigned char SPECIAL[256]; /* 1: a special event, which may be skipped */
@@ -402,7 +405,64 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(covered_doc, "covered(masks, counts, words, windows) -> bytes\n\n"
+                          "For each window's character mask (``words`` uint64 each), 1 where some "
+                          "secret's mask (``masks``, sorted by ``counts``, their bit counts, "
+                          "ascending) lies inside it, else 0.");
+
+static int popcount64(uint64_t x) {
+    int n = 0;
+    while (x) {
+        x &= x - 1;
+        n++;
+    }
+    return n;
+}
+
+static PyObject *covered(PyObject *self, PyObject *args) {
+    Py_buffer mb, cb, wb;
+    Py_ssize_t words;
+    if (!PyArg_ParseTuple(args, "y*y*ny*", &mb, &cb, &words, &wb))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t row = words * (Py_ssize_t)sizeof(uint64_t);
+    if (words < 1 || mb.len % row || wb.len % row || cb.len != (mb.len / row) * (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "covered: masks, counts and windows disagree in size");
+        goto done;
+    }
+    Py_ssize_t n = mb.len / row, m = wb.len / row;
+    const uint64_t *sm = (const uint64_t *)mb.buf, *wm = (const uint64_t *)wb.buf;
+    const int32_t *cnt = (const int32_t *)cb.buf;
+    out = PyBytes_FromStringAndSize(NULL, m);
+    if (out == NULL)
+        goto done;
+    char *flag = PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < m; k++) {
+        const uint64_t *w = wm + k * words;
+        int have = 0;
+        for (Py_ssize_t x = 0; x < words; x++)
+            have += popcount64(w[x]);
+        char hit = 0;
+        for (Py_ssize_t j = 0; j < n && cnt[j] <= have && !hit; j++) {
+            const uint64_t *s = sm + j * words;
+            Py_ssize_t x = 0;
+            while (x < words && (s[x] & ~w[x]) == 0)
+                x++;
+            hit = x == words;
+        }
+        flag[k] = hit;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&wb);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"covered", covered, METH_VARARGS, covered_doc},
     {"build", build, METH_VARARGS, build_doc},
     {"find", find, METH_VARARGS, find_doc},
     {NULL, NULL, 0, NULL},

@@ -35,7 +35,7 @@ from memkit.scan.plain import ALNUM, LOWER_LUT
 
 __all__ = ["TokenWindows"]
 
-if getattr(_names, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_names.c
+if getattr(_names, "ABI", None) != 3:  # pragma: no cover - a stale build of memkit/scan/_names.c
     raise ImportError(f"memkit.scan._names at {_names.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
@@ -103,6 +103,12 @@ class TokenWindows:
             for c in skset[i]:
                 k = self._bit[c]
                 self._smask[row, k // 64] |= np.uint64(1 << (k % 64))
+        counts = np.unpackbits(self._smask.view(np.uint8), axis=1).sum(axis=1).astype(np.int32)
+        by_count = np.argsort(counts, kind="stable")
+        self._sorted_masks = np.ascontiguousarray(self._smask[by_count]).tobytes()
+        self._sorted_counts = np.ascontiguousarray(counts[by_count]).tobytes()
+        """The secrets' masks by their number of characters, fewest first (the
+        prefilter of :meth:`name` stops at a window's own number)."""
         self._nonascii = frozenset(c for c in alphabet if not c.isascii())
         variants = variants_table()
         self._rev = {v: c for c in alphabet for v in variants.get(c, ())}
@@ -265,10 +271,10 @@ class TokenWindows:
         named: list[list[tuple[int, int, int]]] = [[] for _ in range(m)]
         e_sorted = np.sort(e)
         need = np.flatnonzero(wmask.any(axis=1))
-        for lo_ in range(0, len(need), 1024):
-            rows = need[lo_:lo_ + 1024]
-            ok = ((self._smask[None, :, :] & ~wmask[rows][:, None, :]) == 0).all(axis=2).any(axis=1)
-            for k in rows[ok].tolist():
+        if need.size:
+            held = _names.covered(self._sorted_masks, self._sorted_counts, words,
+                                  np.ascontiguousarray(wmask[need]).tobytes())
+            for k in need[np.frombuffer(held, dtype=np.uint8).astype(bool)].tolist():
                 z, at = self.events(bytes(buf[c0[k]:c1[k]]))
                 w0_, w1_ = merged_w[k]
                 for j, first, last in _names.find(self._trie, z):
