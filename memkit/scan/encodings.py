@@ -71,7 +71,7 @@ if getattr(_wide, "ABI", None) != 1:  # pragma: no cover - a stale build of memk
     raise ImportError(f"memkit.scan._wide at {_wide.__file__} is an old build: reinstall memkit "
                       "(`make setup`, or `pip install -e .`)")
 
-__all__ = ["WIDE_ENCODINGS", "WideSpan", "alphabet", "alphabet_of", "pick", "wide_candidates", "wide_spans"]
+__all__ = ["WIDE_ENCODINGS", "WideSpan", "alphabet", "alphabet_of", "pick", "prepare", "wide_candidates", "wide_spans"]
 
 WIDE_ENCODINGS: tuple[tuple[str, int], ...] = (
     ("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4),
@@ -322,6 +322,17 @@ def _folding() -> tuple[bytes, dict[int, str]]:
     bits = np.zeros(_MAX_CP, dtype=bool)
     bits[[ord(ch) for ch in multi]] = True
     return np.packbits(bits, bitorder="little").tobytes(), {ord(ch): f for ch, f in multi.items()}
+
+
+def prepare(m: Any) -> None:
+    """Build the UTF-16/32 pass's tables for matcher ``m`` now (about 0.2 s at 10,000
+    secrets, cached per process): a process about to fork workers builds them once for
+    all of them."""
+    secrets = _secrets_of(m)
+    _tables_for(secrets)
+    _folding()
+    _spellings_needed(secrets)
+    _min_len(secrets)
 
 
 def _window(buf: Any, m: Any, r0: int, r1: int, own0: int, own1: int,
