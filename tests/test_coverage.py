@@ -455,6 +455,38 @@ def test_fulltext_index_outlives_its_row(store_dir, tmp_path, kind):
     assert rep.verdict == "copies remain"
 
 
+@pytest.mark.parametrize("kind", ["fts5", "fts5_trigram", "fts4"])
+def test_fulltext_index_residue_of_one_secret_among_many(store_dir, tmp_path, kind):
+    """Many secrets' MATCH queries are tried in batches joined by OR: the index residue of
+    one secret in a later batch is found under its own index, and no other secret gets
+    a hit (ground truth: a MATCH of that secret's phrase alone, by sqlite3)."""
+    import random
+
+    rng = random.Random(5)
+    others = [f"{rng.choice('ABCDEFGH')}{rng.randrange(10, 99)}-{w}-{rng.randrange(1000, 9999)}"
+              for w in ("AMBER", "CEDAR", "DELTA", "EMBER") for _ in range(150)]
+    secrets = sorted(set(others) - {SECRET})[:580] + [SECRET]
+    secrets = secrets[:300] + [SECRET] + secrets[300:-1]  # in the second batch of 256
+    db = tmp_path / "fts.db"
+    create = {
+        "fts5": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id')",
+        "fts5_trigram": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id', "
+                        "tokenize='trigram')",
+        "fts4": "CREATE VIRTUAL TABLE idx USING fts4(content='memories', body)",
+    }[kind]
+    con = _fts_db(db, create)
+    for i, text in enumerate([f"the user said {SPELLED} yesterday", "walks the dog daily"], 1):
+        con.execute("INSERT INTO memories (id, body) VALUES (?, ?)", (i, text))
+        con.execute("INSERT INTO idx (rowid, body) VALUES (?, ?)", (i, text))
+    con.execute("DELETE FROM memories WHERE id = 1")
+    con.commit()
+    assert con.execute("SELECT rowid FROM idx WHERE idx MATCH ?", ('"violet 3829"',)).fetchall() == [(1,)]
+    con.close()
+    rep = scan(store_dir, secrets=secrets, also=[db], embedder=object())
+    got = {h.secret_index for h in rep.surfaces["side_fulltext"]}
+    assert got == {300}, (got, rep.unchecked.get("side_fulltext"))
+
+
 def test_fulltext_index_copy_written_without_separators(store_dir, tmp_path):
     """The index rebuilt from fts5vocab finds a copy whose tokens differ from the
     secret's own (so no MATCH phrase of the secret's tokens can)."""

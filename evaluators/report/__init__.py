@@ -4,16 +4,8 @@ with its figures (:mod:`evaluators.report.figures`) and tables
 (:mod:`evaluators.report.findings`), the hypotheses files
 (:mod:`evaluators.report.hypotheses`), runs side by side
 (:mod:`evaluators.report.compare`), and the CI outputs: SARIF
-(:mod:`evaluators.report.sarif`) and baselines (:mod:`evaluators.report.baseline`)."""
+(:mod:`evaluators.report.sarif`) and baselines (:mod:`evaluators.report.baseline`).
 
-from evaluators.report.compare import UnpairedRunsError, compare_runs
-from evaluators.report.findings import evaluate_findings
-from evaluators.report.markdown import (
-           canary_sentence,
-           hypotheses_with_canaries,
-           residue_sentences,
-           write_report,
-)
-
-__all__ = ["UnpairedRunsError", "canary_sentence", "compare_runs", "evaluate_findings", "hypotheses_with_canaries",
-           "residue_sentences", "write_report"]
+Import each from its module: the package imports none of them, so a command that
+needs only SARIF or a baseline does not pay for the report's plotting and statistics
+(scikit-learn, SciPy, matplotlib)."""

@@ -131,7 +131,8 @@ def _rebuilt(con: sqlite3.Connection, table: str, trigram: bool) -> Iterator[tup
 
 
 def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher,
-                  rebuilt: dict[str, dict[int, tuple[str, str]]] | None = None) -> tuple[list[FulltextHit], list[str]]:
+                  rebuilt: dict[str, dict[int, tuple[str, str]]] | None = None,
+                  tables: list[tuple[str, str, str]] | None = None) -> tuple[list[FulltextHit], list[str]]:
     """Index entries holding ``m``'s secret whose rows do not show it (module doc).
 
     Args:
@@ -141,6 +142,7 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher,
         rebuilt: the rows of rebuilt FTS5 documents that hold the secret, by table
             (:func:`_rebuilt_rows`), when the caller read them for many secrets at
             once; by default they are read here.
+        tables: the FTS tables to query (:func:`fulltext_tables`; default: all).
 
     Returns:
         ``(hits, problems)``: one hit per (table, row id); ``problems`` says, per
@@ -149,9 +151,8 @@ def fulltext_hits(con: sqlite3.Connection, m: SecretMatcher,
     """
     hits: dict[tuple[str, int], FulltextHit] = {}
     problems: list[str] = []
-    for table, module, sql in fulltext_tables(con):
-        tokenizer = (_TOKENIZE.search(sql).group(1).lower() if _TOKENIZE.search(sql) else "unicode61")
-        detail = (_DETAIL.search(sql).group(1).lower() if _DETAIL.search(sql) else "full")
+    for table, module, sql in fulltext_tables(con) if tables is None else tables:
+        tokenizer, detail = _options(sql)
         found: dict[int, tuple[str, str]] = {}
         queries = _queries(m)
         if module == "fts5" and detail != "full":  # no positions: phrases fail; every token
@@ -190,8 +191,7 @@ def _rebuilt_rows(con: sqlite3.Connection, table: str, module: str, sql: str,
     from the index, hold a copy: ``{rowid: (how, kind)}`` for a matcher, ``{(index,
     rowid): ...}`` for a :class:`~memkit.scan.multi.MultiMatcher` (one read of the
     index for every secret); and the problems."""
-    tokenizer = (_TOKENIZE.search(sql).group(1).lower() if _TOKENIZE.search(sql) else "unicode61")
-    detail = (_DETAIL.search(sql).group(1).lower() if _DETAIL.search(sql) else "full")
+    tokenizer, detail = _options(sql)
     if module != "fts5" or not _CONTENT.search(sql):
         return {}, []
     if detail != "full":
@@ -206,6 +206,48 @@ def _rebuilt_rows(con: sqlite3.Connection, table: str, module: str, sql: str,
     except sqlite3.Error as exc:
         return found, [f"{table} (fts5): the index cannot be read back ({exc})"]
     return found, []
+
+
+def _options(sql: str) -> tuple[str, str]:
+    """An FTS table's tokenizer and (FTS5) detail level, from its ``CREATE`` statement."""
+    tokenize, detail = _TOKENIZE.search(sql), _DETAIL.search(sql)
+    return (tokenize.group(1).lower() if tokenize else "unicode61",
+            detail.group(1).lower() if detail else "full")
+
+
+_BATCH = 256
+"""Secrets whose phrases one ``MATCH ... OR ...`` query tries at once."""
+
+
+def _may_match(con: sqlite3.Connection, tables: list[tuple[str, str, str]],
+               secrets: list[str]) -> dict[str, set[int]]:
+    """Per FTS table, the secrets (indices) whose ``MATCH`` queries may return a row: the
+    phrases of :data:`_BATCH` secrets at a time joined by ``OR`` in one query (the union
+    of their rows); a batch that returns a row, or that the index refuses, is kept whole
+    (each of its secrets is then queried alone, and a refusal reported). Tables whose
+    queries are not phrases alone (FTS5 without token positions) keep every secret."""
+    out: dict[str, set[int]] = {}
+    for table, module, sql in tables:
+        tokenizer, detail = _options(sql)
+        if module == "fts5" and detail != "full":
+            out[table] = set(range(len(secrets)))
+            continue
+        keep: set[int] = set()
+        for b in range(0, len(secrets), _BATCH):
+            chunk = range(b, min(len(secrets), b + _BATCH))
+            phrases = [q for i in chunk for q in _queries(_OneSecret(secrets[i]))  # type: ignore[arg-type]
+                       if not (tokenizer == "trigram" and len(q) < 5)]
+            if not phrases:
+                continue
+            try:
+                row = con.execute(f"SELECT 1 FROM {_quote(table)} WHERE {_quote(table)} MATCH ? LIMIT 1",
+                                  (" OR ".join(phrases),)).fetchone()
+            except sqlite3.Error:
+                row = (1,)
+            if row is not None:
+                keep.update(chunk)
+        out[table] = keep
+    return out
 
 
 class _OneSecret:
@@ -227,8 +269,9 @@ class _OneSecret:
 
 def fulltext_hits_each(con: sqlite3.Connection, m: Any) -> tuple[list[tuple[int | None, FulltextHit]], list[str]]:
     """:func:`fulltext_hits` for each secret of ``m`` (a matcher, or a
-    :class:`~memkit.scan.multi.MultiMatcher`: one set of ``MATCH`` queries per
-    secret, the rebuilt documents read once for all of them).
+    :class:`~memkit.scan.multi.MultiMatcher`: the secrets' ``MATCH`` queries tried many
+    at a time (:func:`_may_match`), then one set per secret where a batch found rows;
+    the rebuilt documents read once for all of them).
 
     Returns:
         ``(hits, problems)``: ``(secret index or None, hit)`` pairs, and each problem once.
@@ -241,14 +284,20 @@ def fulltext_hits_each(con: sqlite3.Connection, m: Any) -> tuple[list[tuple[int 
     first = {}
     for i, secret in enumerate(m.secrets):
         first.setdefault(secret, i)
-    for table, module, sql in fulltext_tables(con):
+    tables = fulltext_tables(con)
+    for table, module, sql in tables:
         rows, trouble = _rebuilt_rows(con, table, module, sql, m)
         problems += [p for p in trouble if p not in problems]
         for (i, rowid), how in rows.items():
             rebuilt.setdefault(i, {}).setdefault(table, {})[rowid] = how
+    may = _may_match(con, tables, list(m.secrets))
     hits: list[tuple[int | None, FulltextHit]] = []
     for idx, secret in enumerate(m.secrets):
-        found, trouble = fulltext_hits(con, _OneSecret(secret), rebuilt.get(first[secret], {}))  # type: ignore[arg-type]
+        mine = rebuilt.get(first[secret], {})
+        asked = [t for t in tables if idx in may[t[0]] or t[0] in mine]
+        if not asked:  # no query of its returns a row, and no rebuilt document holds it
+            continue
+        found, trouble = fulltext_hits(con, _OneSecret(secret), mine, asked)  # type: ignore[arg-type]
         hits += [(idx, h) for h in found]
         problems += [p for p in trouble if p not in problems]
     return hits, problems

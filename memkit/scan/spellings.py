@@ -158,8 +158,10 @@ def alnum_fold(text: str) -> str:
     return "".join(c for c in fold(text) if c.isalnum())
 
 
+@lru_cache(maxsize=1 << 18)
 def skeleton(secret: str) -> str:
-    """The letters and digits of ``secret``'s NFKC case fold, in order.
+    """The letters and digits of ``secret``'s NFKC case fold, in order (cached: an
+    engine over many secrets asks for each several times).
 
     Raises:
         ValueError: the secret has no letter or digit.
