@@ -269,6 +269,21 @@ def test_property_engine_finds_what_each_matcher_finds(case):
         assert streamed.get(i, []) == expected, (s, data)
 
 
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_blobs())
+def test_property_unit_by_unit_reading_is_the_compiled_pattern(case):
+    """``SecretMatcher.match_at`` (the byte pattern read unit by unit from per-character
+    patterns, what the engine confirms with) ends where the secret's own compiled byte
+    pattern's ``match`` ends, at every offset and with every end bound."""
+    secrets, data, _ = case
+    for s in secrets[:6]:
+        m = matcher(s)
+        for end in (len(data), max(0, len(data) - 7)):
+            for pos in range(end + 1):
+                r = m.bytes.match(data, pos, end)
+                assert m.match_at(data, pos, end) == (None if r is None else r.end()), (s, data, pos, end)
+
+
 @pytest.mark.parametrize("tokens", [False, True])
 def test_few_secrets_heads_that_are_not_copies(tokens):
     """One or two secrets (the prefilter regex spells only a secret's first

@@ -364,17 +364,17 @@ class ScanEngine:
                 if stop is not None:
                     spans.append((pos, stop))
             else:  # the byte pattern at each offset in the window where a first character begins
-                pattern, stop, after = e.matcher.bytes, min(n, end + self.overlap), pos
-                for s in e.matcher.starts.finditer(buf, pos, min(n, end + MAX_SPELLING_BYTES)):
+                sm, stop, after = e.matcher, min(n, end + self.overlap), pos
+                for s in sm.starts.finditer(buf, pos, min(n, end + MAX_SPELLING_BYTES)):
                     at = s.start()
                     if at >= end:
                         break
                     if at < after:
                         continue
-                    m = pattern.match(buf, at, stop)
-                    if m is not None:
-                        spans.append(m.span())
-                        after = m.end()
+                    stop_at = sm.match_at(buf, at, stop)
+                    if stop_at is not None:
+                        spans.append((at, stop_at))
+                        after = stop_at
             for s, t in spans:
                 is_exact = bytes(buf[s:t]) == e.exact
                 if is_exact:

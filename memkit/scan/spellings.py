@@ -16,7 +16,8 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["BACKSLASHES", "BREAKER_BYTES", "SEP_PATTERNS", "alnum_fold", "char_spellings", "decomposed", "encoded_forms", "escapes",
+__all__ = ["BACKSLASHES", "BREAKER_BYTES", "SEP_PATTERNS", "alnum_fold", "byte_alternatives", "char_chars",
+           "char_spellings", "decomposed", "encoded_forms", "escapes",
            "fold", "multi_char_pattern", "sep_bytes", "sep_bytes_plain", "sep_text", "skeleton", "spelling_tables",
            "spellings", "variants_table"]
 
@@ -225,16 +226,34 @@ def spellings(chars: set[str], own: frozenset[str] = frozenset()) -> tuple[str, 
     """Regex alternations (text, UTF-8 bytes) for any of ``chars``: each as itself and
     its decomposed spellings, and written as an escape (:func:`encoded_forms`; for exotic
     forms only when they are in ``own``, the secret's own characters). Every
-    alternative starts with a literal, so sre can skip ahead by a first-character set."""
+    alternative starts with a literal, so sre can skip ahead by a first-character set.
+    The bytes alternation is :func:`byte_alternatives`, in its order."""
     seqs: set[str] = set()
     for ch in chars:
         seqs |= decomposed(ch)
     lits = sorted(set(chars) | seqs, key=lambda s: (-len(s), s))
     escs = list(escapes(frozenset(chars), frozenset(own)))
     text = "(?:" + "|".join([re.escape(x) for x in lits] + escs) + ")"
-    enc = sorted({x.encode("utf-8") for x in lits}, key=lambda b: (-len(b), b))
+    enc, _ = byte_alternatives(frozenset(chars), frozenset(own))
     data = b"(?:" + b"|".join([re.escape(x) for x in enc] + [e.encode("ascii") for e in escs]) + b")"
     return text, data
+
+
+@lru_cache(maxsize=4096)
+def byte_alternatives(chars: frozenset[str], own: frozenset[str]) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
+    """The alternatives of :func:`spellings`'s bytes alternation, in the order it tries
+    them: the literals (each character and decomposed spelling in UTF-8, longest
+    first), then the escapes (:func:`escapes`, regex source)."""
+    seqs: set[str] = set()
+    for ch in chars:
+        seqs |= decomposed(ch)
+    enc = sorted({x.encode("utf-8") for x in set(chars) | seqs}, key=lambda b: (-len(b), b))
+    return tuple(enc), escapes(chars, own)
+
+
+def char_chars(c: str, own: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The characters :func:`char_spellings` spells skeleton character ``c`` with."""
+    return frozenset(set(variants_table().get(c, {c})) | {c} | set(own))
 
 
 @lru_cache(maxsize=4096)
@@ -262,7 +281,7 @@ def escapes(chars: frozenset[str], own: frozenset[str]) -> tuple[str, ...]:
 def char_spellings(c: str, own: frozenset[str] = frozenset()) -> tuple[str, bytes]:
     """:func:`spellings` of skeleton character ``c`` (every code point that folds to it,
     and the secret's own characters ``own`` that do)."""
-    return spellings(set(variants_table().get(c, {c})) | {c} | set(own), own)
+    return spellings(set(char_chars(c, own)), own)
 
 
 SEP_PATTERNS = [
