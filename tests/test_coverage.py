@@ -414,6 +414,16 @@ def test_truncated_stream_still_reports_what_it_held(store_dir, tmp_path):
 # --------------------------------------------------------------------------- 3. FTS
 
 
+_FTS_CREATE = {
+    "fts5": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id')",
+    "fts5_trigram": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id', "
+                    "tokenize='trigram')",
+    "fts4": "CREATE VIRTUAL TABLE idx USING fts4(content='memories', body)",
+    "fts5_contentless": "CREATE VIRTUAL TABLE idx USING fts5(body, content='')",
+}
+"""An FTS index of table ``memories`` (external content, or none) by kind."""
+
+
 def _fts_db(path: Path, create: str, content_table: bool = True) -> sqlite3.Connection:
     con = sqlite3.connect(path)
     if content_table:
@@ -428,13 +438,7 @@ def test_fulltext_index_outlives_its_row(store_dir, tmp_path, kind):
     still answers MATCH (an independent sqlite3 query shows it), residue counts it as
     side_fulltext."""
     db = tmp_path / "fts.db"
-    create = {
-        "fts5": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id')",
-        "fts5_trigram": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id', "
-                        "tokenize='trigram')",
-        "fts4": "CREATE VIRTUAL TABLE idx USING fts4(content='memories', body)",
-        "fts5_contentless": "CREATE VIRTUAL TABLE idx USING fts5(body, content='')",
-    }[kind]
+    create = _FTS_CREATE[kind]
     con = _fts_db(db, create, content_table=kind != "fts5_contentless")
     texts = [f"the user said {SPELLED} yesterday", "walks the dog daily"]
     for i, text in enumerate(texts, 1):
@@ -468,12 +472,7 @@ def test_fulltext_index_residue_of_one_secret_among_many(store_dir, tmp_path, ki
     secrets = sorted(set(others) - {SECRET})[:580] + [SECRET]
     secrets = secrets[:300] + [SECRET] + secrets[300:-1]  # in the second batch of 256
     db = tmp_path / "fts.db"
-    create = {
-        "fts5": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id')",
-        "fts5_trigram": "CREATE VIRTUAL TABLE idx USING fts5(body, content='memories', content_rowid='id', "
-                        "tokenize='trigram')",
-        "fts4": "CREATE VIRTUAL TABLE idx USING fts4(content='memories', body)",
-    }[kind]
+    create = _FTS_CREATE[kind]
     con = _fts_db(db, create)
     for i, text in enumerate([f"the user said {SPELLED} yesterday", "walks the dog daily"], 1):
         con.execute("INSERT INTO memories (id, body) VALUES (?, ?)", (i, text))

@@ -205,6 +205,29 @@ static int cmp_triple(const void *a, const void *b) {
     return 0;
 }
 
+/* Append (key, a, b) for the keys ending at a node (xid[x0:x1]); -1 when memory runs
+ * out (no Python call: find() runs without the GIL). */
+static int put(int32_t **out, Py_ssize_t *n_out, Py_ssize_t *cap, const int32_t *xid, int32_t x0, int32_t x1,
+               int32_t a, int32_t b) {
+    Py_ssize_t need = *n_out + 3 * (Py_ssize_t)(x1 - x0);
+    if (need > *cap) {
+        Py_ssize_t n = *cap ? *cap : 192;
+        while (n < need)
+            n *= 2;
+        int32_t *q = realloc(*out, sizeof(int32_t) * (size_t)n);
+        if (q == NULL)
+            return -1;
+        *out = q;
+        *cap = n;
+    }
+    for (int32_t x = x0; x < x1; x++) {
+        (*out)[(*n_out)++] = xid[x];
+        (*out)[(*n_out)++] = a;
+        (*out)[(*n_out)++] = b;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(find_doc, "find(trie, events) -> list[tuple[int, int, int]]\n\n"
                        "``(key index, first, last)`` for each stretch of ``events`` in which a "
                        "key's pattern reads (module doc): every reading ends at an event in "
@@ -317,25 +340,9 @@ static PyObject *find(PyObject *self, PyObject *args) {
                 run_b[v] = p;
                 continue;
             }
-            if (run_a[v] >= 0) {
-                Py_ssize_t need = n_out + 3 * (Py_ssize_t)(xfirst[v + 1] - xfirst[v]);
-                if (need > out_cap) {
-                    Py_ssize_t cap = out_cap ? out_cap : 192;
-                    while (cap < need)
-                        cap *= 2;
-                    int32_t *q = realloc(out, sizeof(int32_t) * (size_t)cap);
-                    if (q == NULL) {
-                        failed = 1;
-                        break;
-                    }
-                    out = q;
-                    out_cap = cap;
-                }
-                for (int32_t x = xfirst[v]; x < xfirst[v + 1]; x++) {
-                    out[n_out++] = xid[x];
-                    out[n_out++] = run_a[v];
-                    out[n_out++] = run_b[v];
-                }
+            if (run_a[v] >= 0 && put(&out, &n_out, &out_cap, xid, xfirst[v], xfirst[v + 1], run_a[v], run_b[v]) < 0) {
+                failed = 1;
+                break;
             }
             run_a[v] = next_s[j];
             run_b[v] = p;
@@ -350,26 +357,8 @@ static PyObject *find(PyObject *self, PyObject *args) {
     }
     if (!failed) { /* the stretches still open */
         for (int32_t v = 0; v < n_nodes && !failed; v++) {
-            if (run_a[v] < 0)
-                continue;
-            Py_ssize_t need = n_out + 3 * (Py_ssize_t)(xfirst[v + 1] - xfirst[v]);
-            if (need > out_cap) {
-                Py_ssize_t cap = out_cap ? out_cap : 192;
-                while (cap < need)
-                    cap *= 2;
-                int32_t *q = realloc(out, sizeof(int32_t) * (size_t)cap);
-                if (q == NULL) {
-                    failed = 1;
-                    break;
-                }
-                out = q;
-                out_cap = cap;
-            }
-            for (int32_t x = xfirst[v]; x < xfirst[v + 1]; x++) {
-                out[n_out++] = xid[x];
-                out[n_out++] = run_a[v];
-                out[n_out++] = run_b[v];
-            }
+            if (run_a[v] >= 0 && put(&out, &n_out, &out_cap, xid, xfirst[v], xfirst[v + 1], run_a[v], run_b[v]) < 0)
+                failed = 1;
         }
     }
     if (!failed && n_out)
