@@ -284,6 +284,48 @@ def test_property_unit_by_unit_reading_is_the_compiled_pattern(case):
                 assert m.match_at(data, pos, end) == (None if r is None else r.end()), (s, data, pos, end)
 
 
+def test_no_spelling_is_longer_than_the_bound():
+    """MAX_SPELLING_BYTES bounds every character's spelling: over every letter or digit
+    of Unicode that is its own skeleton, each character that spells it and each of its
+    decompositions, written with the longest escapes the byte pattern reads (a code
+    point in JSON's ``\\uXXXX`` behind 64 backslashes, a surrogate pair above the BMP)."""
+    from memkit.scan.matching import MAX_SPELLING_BYTES
+    from memkit.scan.spellings import char_chars, decomposed, skeleton
+
+    def longest(form: str) -> int:
+        return sum(1 if ord(x) < 0x80 else 2 * 69 if ord(x) > 0xFFFF else 69 for x in form)
+
+    worst = 0
+    for cp in range(0x80, 0x110000):
+        ch = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF or not ch.isalnum():
+            continue
+        try:
+            if skeleton(ch) != ch:
+                continue
+        except ValueError:
+            continue
+        for c in char_chars(ch):
+            worst = max(worst, longest(c), *(longest(d) for d in decomposed(c)))
+    assert 276 <= worst <= MAX_SPELLING_BYTES
+
+
+def test_a_copy_as_long_as_the_longest_spelling_across_a_chunk_boundary():
+    """KAITHI LETTER DDDHA decomposes into two astral code points: escaped mark by mark,
+    one character's copy is 276 bytes; cut by a chunk boundary or a stream's carried
+    overlap, it is still found."""
+    secret = "\U0001109a"
+    run = b"\\" * 64
+    copy = run + b"ud804" + run + b"udc99" + run + b"ud804" + run + b"udcba"
+    engine = ScanEngine([secret], chunk=700, block=175)
+    for pad in (425, 600, 690):
+        data = b"x" * pad + copy
+        expected = matcher(secret).byte_spans(data)
+        assert expected == [(pad, pad + len(copy), "normalized")]
+        assert engine.scan_bytes(data).get(0, []) == expected
+        assert engine.scan_stream(io.BytesIO(data)).get(0, []) == expected
+
+
 @pytest.mark.parametrize("tokens", [False, True])
 def test_few_secrets_heads_that_are_not_copies(tokens):
     """One or two secrets (the prefilter regex spells only a secret's first

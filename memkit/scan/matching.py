@@ -136,10 +136,12 @@ MAX_SEPARATOR_BYTES = 512
 """An upper bound on the UTF-8 length of one separator (the longest: an HTML comment
 of 500 characters, 507 bytes)."""
 
-MAX_SPELLING_BYTES = 256
-"""An upper bound on the UTF-8 length of one character's spelling (the longest: a
-surrogate-pair JSON escape behind 64 backslashes each, 138 bytes; a decomposed letter
-escaped mark by mark)."""
+MAX_SPELLING_BYTES = 320
+"""An upper bound on the UTF-8 length of one character's spelling. The longest: a
+letter whose decomposition is two astral code points, escaped mark by mark, each a
+surrogate pair of JSON escapes behind 64 backslashes (Kaithi VA, RHA and DDDHA:
+4 x 69 = 276 bytes); a surrogate-pair escape alone is 138. Checked over every
+character of Unicode by ``tests/test_scan_engine.py``."""
 
 
 def _run(sep: Any, nxt: Any) -> Any:
