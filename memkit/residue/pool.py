@@ -109,17 +109,13 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
 
 def _warm(m: Any) -> None:
     """Build what every worker would otherwise build for itself: the scan engine of a
-    one-secret matcher and its byte patterns (compiled on first use, tens of ms each,
-    in each process; the engine's entry holds the same cached matcher), and the wide
-    pass's tables. A
-    :class:`~memkit.scan.multi.MultiMatcher` compiles a secret's patterns only where a
-    window names it."""
+    one-secret matcher (its Hyperscan databases) and the wide pass's tables. Byte
+    patterns are not compiled: the engine confirms unit by unit
+    (:meth:`~memkit.scan.matching.SecretMatcher.match_at`)."""
     from memkit.scan.encodings import prepare
 
     _engine(m)
     prepare(m)
-    if not hasattr(m, "engine"):
-        m.bytes, m.starts  # noqa: B018 - cached properties
 
 
 def release(m: Any = None) -> None:
