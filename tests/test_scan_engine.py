@@ -284,6 +284,23 @@ def test_property_unit_by_unit_reading_is_the_compiled_pattern(case):
                 assert m.match_at(data, pos, end) == (None if r is None else r.end()), (s, data, pos, end)
 
 
+def test_unit_keys_are_the_secrets_characters_with_their_own_spellings():
+    """``match_at`` reads one unit per skeleton character (with the secret's own
+    characters that fold to it); a secret with a character folding to several (``ß``)
+    has no such reading and uses its compiled pattern, with the same result."""
+    from memkit.scan.matching import prepare_units, unit_keys
+
+    assert unit_keys("Xq-7") == (("x", frozenset("X")), ("q", frozenset("q")), ("7", frozenset("7")))
+    assert unit_keys("Straße-99") == () and matcher("Straße-99").steps == ()
+    prepare_units(list(unit_keys("Xq-7")))  # compiled ahead, as a worker does when it starts
+    data = "xx STRASSE 99 and Stra\u00dfe-99 and X&#113;-7".encode()
+    for s in ("Straße-99", "Xq-7"):
+        m = matcher(s)
+        for pos in range(len(data) + 1):
+            r = m.bytes.match(data, pos)
+            assert m.match_at(data, pos, len(data)) == (None if r is None else r.end())
+
+
 def test_no_spelling_is_longer_than_the_bound():
     """MAX_SPELLING_BYTES bounds every character's spelling: over every letter or digit
     of Unicode that is its own skeleton, each character that spells it and each of its

@@ -104,7 +104,36 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
     release()
     _warm(m)
     _M = m
-    _POOL.update(m=m, pid=os.getpid(), pool=multiprocessing.get_context("fork").Pool(workers()))
+    _POOL.update(m=m, pid=os.getpid(),
+                 pool=multiprocessing.get_context("fork").Pool(workers(), initializer=_ready))
+
+
+_READY_UNITS = 128
+"""At most this many (character, own characters) units are compiled by each worker as
+it starts (a few ms each)."""
+
+
+def _ready() -> None:
+    """Each worker, as it starts (while the caller goes on, loading chromadb): compile
+    the per-character patterns the engine confirms copies with
+    (:meth:`~memkit.scan.matching.SecretMatcher.match_at`) for the characters of the
+    secrets, at most :data:`_READY_UNITS` of them, instead of when the first window
+    names a secret mid-scan."""
+    from memkit.scan.matching import prepare_units, unit_keys
+
+    try:  # a warm-up: whatever goes wrong here is met again, and reported, by the scan itself
+        secrets = getattr(_M, "secrets", None) or [getattr(_M, "secret", "")]
+        keys: dict[tuple[str, frozenset[str]], None] = {}
+        for s in secrets:
+            try:
+                keys.update(dict.fromkeys(unit_keys(s)))
+            except (TypeError, ValueError):
+                continue
+            if len(keys) >= _READY_UNITS:
+                break
+        prepare_units(list(keys)[:_READY_UNITS])
+    except Exception:  # noqa: BLE001 - an initializer that raises makes the pool respawn workers forever
+        pass
 
 
 def _warm(m: Any) -> None:

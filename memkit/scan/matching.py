@@ -426,8 +426,27 @@ def matcher(secret: str) -> SecretMatcher:
     for t_frag, b_frag, first_t, first_b in units[1:]:
         text_pat += _run(sep_t, first_t) + t_frag
         byte_pat += _run(sep_b, first_b) + b_frag
-    steps = tuple((c, own.get(c, frozenset())) for c in sk) if all(len(g) == 1 for g in groups) else ()
-    return SecretMatcher(secret, sk, text_pat, byte_pat, head, steps)
+    return SecretMatcher(secret, sk, text_pat, byte_pat, head, unit_keys(secret))
+
+
+def unit_keys(secret: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """:attr:`SecretMatcher.steps` of ``secret``: each skeleton character with the
+    secret's own characters that fold to it, or ``()`` where a character folds to
+    several (the byte pattern is then not one unit per character).
+
+    Raises:
+        TypeError / ValueError: as :func:`skeleton`.
+    """
+    sk, groups, own = _structure(secret)
+    return tuple((c, own.get(c, frozenset())) for c in sk) if all(len(g) == 1 for g in groups) else ()
+
+
+def prepare_units(keys: list[tuple[str, frozenset[str]]]) -> None:
+    """Compile the per-character patterns of :meth:`SecretMatcher.match_at` for these
+    :func:`unit_keys` now (a worker process about to confirm copies)."""
+    for c, own in keys:
+        _unit(c, own)
+        _run_after(c, own)
 
 
 @lru_cache(maxsize=4096)
