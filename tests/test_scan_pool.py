@@ -122,3 +122,87 @@ def test_a_buffer_read_in_blocks_has_the_copies_of_one_pass(tmp_path, monkeypatc
     monkeypatch.setattr(scan_pool, "BLOCK_BYTES", 3 * 4096 + 7)
     assert scan_pool.raw_copies(m, big) == one
     assert one[0] and one[1]
+
+
+def _workers_and_inline(monkeypatch, pooled: bool) -> None:
+    scan_pool.release()
+    monkeypatch.setattr(scan_pool, "PIECE_BYTES", PIECE)
+    monkeypatch.setattr(scan_pool, "_INLINE_BYTES", 0 if pooled else 1 << 60)
+    monkeypatch.setattr(scan_pool, "workers", lambda: 2 if pooled else 1)
+
+
+def test_files_are_read_while_the_caller_goes_on(tmp_path, monkeypatch):
+    """A started reading adds nothing until it is finished, then exactly what a read in
+    one call adds; its workers run below the caller's priority."""
+    d = tree(tmp_path)
+    m = MultiMatcher(SECRETS)
+    whole = read(d, m, Limits(), True, monkeypatch)
+    _workers_and_inline(monkeypatch, True)
+    report = ResidueReport(target="t")
+    try:
+        reading = Scanner(report, m, Limits()).start(d, SIDE)
+        assert report.total == 0 and not report.coverage and not report.notes
+        niceness = scan_pool._POOL["pool"].apply(os.nice, (0,))
+        assert niceness == min(19, os.nice(0) + scan_pool.WORKER_NICE)
+        reading.finish()
+        assert report.to_dict() == whole.to_dict()
+        reading.finish()  # once only
+        assert report.to_dict() == whole.to_dict()
+    finally:
+        scan_pool.release()
+
+
+def _store(root: Path) -> Path:
+    """A chroma directory (a record holding the first secret) with side files in it and
+    the build directory an interrupted compaction leaves beside it."""
+    import chromadb
+    from chromadb.config import Settings
+
+    path = root / "db"
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    client.get_or_create_collection("memories").add(ids=["r1"], documents=[f"note {SECRETS[0]}"],
+                                                    embeddings=[[0.1, 0.2, 0.3]])
+    client.close()
+    tree(path)
+    leftover = root / ".db.compact-0123abcd"
+    leftover.mkdir()
+    (leftover / "kept.txt").write_text(f"old {SECRETS[1]}\n")
+    return path
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_store_scan_reads_its_files_beside_chromadb_and_writes_one_process_report(tmp_path, monkeypatch, many):
+    """The store's files, its leftovers and the side files are read by the workers while
+    chromadb reads the store here: the report is the one a scan in one process writes
+    (every surface, note and coverage record in the same order)."""
+    from memkit.residue.chroma import scan
+
+    store = _store(tmp_path)
+    side = tmp_path / "side.txt"
+    side.write_text(f"pw {SECRETS[0]}\n")
+    kw = {"secrets": SECRETS} if many else {"secret": SECRETS[0]}
+
+    def run(pooled: bool) -> dict:
+        _workers_and_inline(monkeypatch, pooled)
+        try:
+            return scan(store, also=[side], check_embeddings=False, **kw).to_dict()
+        finally:
+            scan_pool.release()
+
+    one, pooled = run(False), run(True)
+    assert pooled == one
+    assert one["counts"]["text_other"] >= 1  # chromadb's part, added after the store's files
+    assert one["counts"]["side_file"] >= 1 and one["counts"]["disk_other"] >= 1
+    assert any("compact-0123abcd" in note for note in one["notes"])
+    assert not scan_pool._POOL
+
+
+def test_a_bad_store_stops_the_workers(tmp_path, monkeypatch):
+    from memkit.residue.chroma import NotAChromaDirectory, scan
+
+    side = tmp_path / "side.txt"
+    side.write_text("x" * 100)
+    _workers_and_inline(monkeypatch, True)
+    with pytest.raises(NotAChromaDirectory):
+        scan(tmp_path / "nothing-here", SECRETS[0], also=[side])
+    assert not scan_pool._POOL

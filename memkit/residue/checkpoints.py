@@ -309,7 +309,7 @@ def scan_saver(saver: Any, m: Any, report: ResidueReport | None, serde: Any = No
 
 
 def _scan_listed(saver: Any, report: ResidueReport, m: SecretMatcher) -> None:
-    from memkit.residue.report import scan_text, strings_in
+    from memkit.residue.values import scan_text, strings_in
 
     for tup in saver.list(None):
         cfg = (tup.config or {}).get("configurable", {})
@@ -330,7 +330,7 @@ def _scan_typed(dec: _Decoding, report: ResidueReport, m: SecretMatcher, where: 
     """A value as the saver stored it (``(type, bytes)``): decoded
     (:func:`memkit.residue.checkpoints.decode_typed`) and matched; matched as raw bytes,
     and counted in ``dec.left``, when it is not decoded."""
-    from memkit.residue.report import scan_buffer, scan_text, strings_in
+    from memkit.residue.values import scan_buffer, scan_text, strings_in
 
     if typed[0] == "empty":
         return
@@ -369,7 +369,7 @@ def _scan_memory_saver(saver: Any, report: ResidueReport, m: SecretMatcher, dec:
 
 
 def _scan_sqlite_saver(saver: Any, report: ResidueReport, m: SecretMatcher, dec: _Decoding) -> None:
-    from memkit.residue.report import scan_text, scan_value, strings_in
+    from memkit.residue.values import scan_text, scan_value, strings_in
 
     lock = getattr(saver, "lock", None) or contextlib.nullcontext()
     with lock:
@@ -405,7 +405,7 @@ def _scan_postgres_saver(saver: Any, report: ResidueReport, m: SecretMatcher, de
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from memkit.residue.report import scan_text, strings_in
+    from memkit.residue.values import scan_text, strings_in
 
     conn = saver.conn
     if hasattr(conn, "info"):

@@ -105,14 +105,10 @@ from memkit.residue.checkpoints import scan_checkpoints, scan_saver, threads_wit
 from memkit.residue.containers import Limits
 from memkit.residue.files import CACHE, DISK, HNSW_FILES, SIDE, Scanner, content_kind
 from memkit.residue.fulltext import fulltext_hits_each
-from memkit.residue.report import (
-    PAGE,
-    SURFACES,
-    Hit,
-    ResidueReport,
+from memkit.residue.report import PAGE, SURFACES, Hit, ResidueReport, mask_text
+from memkit.residue.values import (
     copy_sqlite,
     is_sqlite,
-    mask_text,
     scan_table,
     scan_text,
     scan_value,
@@ -399,6 +395,15 @@ def _scan_leftover_vectors(root: Path, report: ResidueReport, m: Any) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
+def _start_files(report: ResidueReport, m: Any, limits: Limits | None, serde: Any,
+                 caches: Sequence[Path], also: Sequence[str | Path]) -> list[Any]:
+    """Begin reading the LLM caches and side files (in the worker pool, while the caller
+    reads the store): their readings, to finish in this order."""
+    files = Scanner(report, m, limits or Limits(), checkpoint_serde=serde)
+    return [*(files.start(c, CACHE) for c in caches),
+            *(files.start(Path(extra).expanduser(), SIDE) for extra in also)]
+
+
 def scan(
     target: TieredMemoryStore | str | Path | None,
     secret: str | None = None,
@@ -491,86 +496,98 @@ def scan(
     roots = [] if target is None else [getattr(target, "path", None) if isinstance(target, TieredMemoryStore)
                                         else Path(target).expanduser()]
     prefork(m, [*roots, *caches, *(Path(a).expanduser() for a in also)])
-    if target is None:
-        # side files, caches and checkpointers only: no store was given
-        report = ResidueReport(target="side files")
-        for surface in SURFACES:
-            if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding", "stale_vector"):
-                report.not_given.append(surface)
-    elif isinstance(target, TieredMemoryStore) and target.path is None:
-        # In memory or behind a server: nothing on local disk; read through the client.
-        report = ResidueReport(target=repr(target))
-        if check_embeddings and embedder is None:
-            embedder = target.embedder
-        if getattr(target, "_kind", "") == "memory":
-            report.notes.append("in-memory store: there are no files, so no disk surfaces (and no stale "
-                                "vectors memkit can read: chroma keeps them in the process)")
-        else:
-            for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other",
-                            "stale_vector"):
-                report.skip(surface, "the store is behind a server: its files are not readable here "
-                                     "(scan the server's --path directory)")
-        _scan_collections(target.own_collections(), report, embedder, check_embeddings,
-                          stale_threshold, m, keystore=keystore or target.keystore)
-    else:
-        # A directory (a persistent store's own, or any chroma directory): bytes first,
-        # then the chroma API on a copy. Reading through a live client is avoided because
-        # chroma rewrites HNSW files on the first read after a client opens.
-        if isinstance(target, TieredMemoryStore):
-            assert target.path is not None
-            root, label, keystore = target.path, repr(target), keystore or target.keystore
+    try:  # the workers stop whatever happens (a bad target: their reads are dropped)
+        if target is None:
+            # side files, caches and checkpointers only: no store was given
+            report = ResidueReport(target="side files")
+            files_read = _start_files(report, m, limits, checkpoint_serde, caches, also)
+            for surface in SURFACES:
+                if surface.startswith(("text_", "disk_")) or surface in ("metadata", "stale_embedding", "stale_vector"):
+                    report.not_given.append(surface)
+        elif isinstance(target, TieredMemoryStore) and target.path is None:
+            # In memory or behind a server: nothing on local disk; read through the client.
+            report = ResidueReport(target=repr(target))
+            files_read = _start_files(report, m, limits, checkpoint_serde, caches, also)
             if check_embeddings and embedder is None:
                 embedder = target.embedder
+            if getattr(target, "_kind", "") == "memory":
+                report.notes.append("in-memory store: there are no files, so no disk surfaces (and no stale "
+                                    "vectors memkit can read: chroma keeps them in the process)")
+            else:
+                for surface in ("disk_sqlite", "disk_wal", "disk_log", "disk_fulltext", "disk_hnsw", "disk_other",
+                                "stale_vector"):
+                    report.skip(surface, "the store is behind a server: its files are not readable here "
+                                         "(scan the server's --path directory)")
+            _scan_collections(target.own_collections(), report, embedder, check_embeddings,
+                              stale_threshold, m, keystore=keystore or target.keystore)
         else:
-            root = Path(target).expanduser()
-            label = str(root.resolve()) if root.exists() else str(root)
-        if not root.exists():
-            raise NotAChromaDirectory(f"{root} does not exist")
-        if not root.is_dir() or not (root / "chroma.sqlite3").is_file():
-            inner = sorted(p.parent for p in root.glob("*/chroma.sqlite3")) if root.is_dir() else []
-            hint = f"; did you mean {inner[0]}?" if inner else ""
-            raise NotAChromaDirectory(
-                f"{root} is not a Chroma persist directory (no chroma.sqlite3 inside){hint}"
-            )
-        if not is_sqlite(root / "chroma.sqlite3"):
-            raise NotAChromaDirectory(f"{root / 'chroma.sqlite3'} is not an SQLite database")
-        root = root.resolve()
-        report = ResidueReport(target=label)
-        if check_embeddings and embedder is None:
-            embedder = _LazyEmbedder()
-        scanner = Scanner(report, m, limits or Limits(), skip_sql={"chroma.sqlite3"})
-        scanner.path(root, DISK, label="")
-        # A compaction killed before a store reopened the directory leaves its build
-        # (or the old directory) beside it, holding the same data: read it too.
-        from memkit.store.compaction import leftovers
+            # A directory (a persistent store's own, or any chroma directory): bytes first,
+            # then the chroma API on a copy. Reading through a live client is avoided because
+            # chroma rewrites HNSW files on the first read after a client opens.
+            if isinstance(target, TieredMemoryStore):
+                assert target.path is not None
+                root, label, keystore = target.path, repr(target), keystore or target.keystore
+                if check_embeddings and embedder is None:
+                    embedder = target.embedder
+            else:
+                root = Path(target).expanduser()
+                label = str(root.resolve()) if root.exists() else str(root)
+            if not root.exists():
+                raise NotAChromaDirectory(f"{root} does not exist")
+            if not root.is_dir() or not (root / "chroma.sqlite3").is_file():
+                inner = sorted(p.parent for p in root.glob("*/chroma.sqlite3")) if root.is_dir() else []
+                hint = f"; did you mean {inner[0]}?" if inner else ""
+                raise NotAChromaDirectory(
+                    f"{root} is not a Chroma persist directory (no chroma.sqlite3 inside){hint}"
+                )
+            if not is_sqlite(root / "chroma.sqlite3"):
+                raise NotAChromaDirectory(f"{root / 'chroma.sqlite3'} is not an SQLite database")
+            root = root.resolve()
+            report = ResidueReport(target=label)
+            if check_embeddings and embedder is None:
+                embedder = _LazyEmbedder()
+            scanner = Scanner(report, m, limits or Limits(), skip_sql={"chroma.sqlite3"})
+            readings = [scanner.start(root, DISK, label="")]
+            files_read = _start_files(report, m, limits, checkpoint_serde, caches, also)
+            # A compaction killed before a store reopened the directory leaves its build
+            # (or the old directory) beside it, holding the same data: read it too.
+            from memkit.store.compaction import leftovers
 
-        for extra in leftovers(root):
-            report.notes.append(f"{extra.name}: left beside the store by an interrupted "
-                                "compaction (its bytes are scanned; opening the store "
-                                "finishes or undoes the compaction)")
-            scanner.path(extra, DISK, label=f"../{extra.name}")
-        _scan_chroma_sql(root / "chroma.sqlite3", report, m)
-        _scan_chroma_dir_api(root, report, embedder, check_embeddings, stale_threshold,
-                             m, keystore)
-        _scan_leftover_vectors(root, report, m)
-    if not check_embeddings and target is not None:
-        report.skip("stale_embedding", "check_embeddings=False")
-    files = Scanner(report, m, limits or Limits(), checkpoint_serde=checkpoint_serde)
-    for c in caches:
-        files.path(c, CACHE)
-    for extra in also:
-        files.path(Path(extra).expanduser(), SIDE)
-    if checkpointer is not None:
-        scan_saver(checkpointer, m, report, checkpoint_serde)
-    if secrets is not None:
-        report.secret_labels = [mask_secret(x) for x in m.secrets]
-    report.not_given = [
-        *report.not_given,
-        *(("cache", "cache_disk") if not caches else ()),
-        *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
-        *(("checkpoint",) if checkpointer is None else ()),
-    ]
-    release(m)
+            notes = []
+            for extra in leftovers(root):
+                notes.append(f"{extra.name}: left beside the store by an interrupted "
+                             "compaction (its bytes are scanned; opening the store "
+                             "finishes or undoes the compaction)")
+                readings.append(scanner.start(extra, DISK, label=f"../{extra.name}"))
+            # chromadb's part (the parent's own work) runs while the workers read the files;
+            # it goes to a report of its own, added after the files' so the order is the
+            # one a scan that read them first writes
+            api = ResidueReport(target=label)
+            _scan_chroma_sql(root / "chroma.sqlite3", api, m)
+            _scan_chroma_dir_api(root, api, embedder, check_embeddings, stale_threshold,
+                                 m, keystore)
+            _scan_leftover_vectors(root, api, m)
+            readings[0].finish()
+            for note, reading in zip(notes, readings[1:], strict=True):
+                report.notes.append(note)
+                reading.finish()
+            report.add_part(api.part())
+        if not check_embeddings and target is not None:
+            report.skip("stale_embedding", "check_embeddings=False")
+        for reading in files_read:
+            reading.finish()
+        if checkpointer is not None:
+            scan_saver(checkpointer, m, report, checkpoint_serde)
+        if secrets is not None:
+            report.secret_labels = [mask_secret(x) for x in m.secrets]
+        report.not_given = [
+            *report.not_given,
+            *(("cache", "cache_disk") if not caches else ()),
+            *((s for s in SURFACES if s.startswith("side_")) if not also else ()),
+            *(("checkpoint",) if checkpointer is None else ()),
+        ]
+    finally:
+        release(m)
     return report
 
 

@@ -143,6 +143,21 @@ DISK = Family(raw=_disk_raw, rows="disk_other", fulltext="disk_fulltext")
 """Files of a chroma persist directory (labels relative to it)."""
 
 
+class _Inline:
+    """A scan of a path by walking it here, in ``finish()`` (a family the worker pool does
+    not plan)."""
+
+    def __init__(self, scanner: Scanner, top: Path, family: Family, label: str, budget: Budget) -> None:
+        self.args = (scanner, top, family, label, budget)
+
+    def finish(self) -> None:
+        scanner, top, family, label, budget = self.args
+        if top.is_dir():
+            scanner._walk(top, label, family, set(), budget)
+        else:
+            scanner._entry(top, label, family, set(), budget)
+
+
 @dataclass
 class Scanner:
     """One scan's state: the report, the matcher, the limits, what was read.
@@ -175,16 +190,20 @@ class Scanner:
 
     def path(self, top: Path, family: Family, label: str | None = None) -> None:
         """Scan a given file or directory (module doc)."""
+        self.start(top, family, label).finish()
+
+    def start(self, top: Path, family: Family, label: str | None = None) -> Any:
+        """Begin scanning a given file or directory: its files are read in worker
+        processes (:mod:`memkit.residue.pool`) while the caller goes on; the returned
+        reading's ``finish()`` adds the findings to :attr:`report` in walk order (so
+        the report is the one :meth:`path` writes). Without workers the files are read
+        in ``finish()``."""
         label = label if label is not None else str(top)
         budget = Budget(self.limits.max_total_bytes)
-        from memkit.residue.pool import scan_path
+        from memkit.residue.pool import start_path
 
-        if scan_path(self, top, family, label, budget):  # planned and read in worker processes
-            return
-        if top.is_dir():
-            self._walk(top, label, family, set(), budget)
-        else:
-            self._entry(top, label, family, set(), budget)
+        reading = start_path(self, top, family, label, budget)
+        return reading if reading is not None else _Inline(self, top, family, label, budget)
 
     def _walk(self, d: Path, label: str, family: Family, dirs: set[tuple[int, int]],
               budget: Budget) -> None:
@@ -351,7 +370,8 @@ class Scanner:
                  wide: list[WideSpan]) -> int:
         """Add the hits of :meth:`raw` from its UTF-8 ``spans`` and ``wide`` copies (byte
         offsets into ``data``, which gives the snippets); return how many."""
-        from memkit.residue.report import Hit, mask_text, printable, render_masked
+        from memkit.residue.report import Hit, mask_text, render_masked
+        from memkit.residue.values import printable
 
         m, report = self.m, self.report
         loc = mask_text(label, m)
@@ -367,7 +387,7 @@ class Scanner:
         return len(spans) + len(wide)
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
-        from memkit.residue.report import scan_values, strings_in
+        from memkit.residue.values import scan_values, strings_in
 
         if len(data) > _JSON_DECODE_MAX:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
@@ -391,7 +411,7 @@ class Scanner:
         """Rows of every table and full-text index entries, on a copy."""
         if label in self.skip_sql:
             return
-        from memkit.residue.report import copy_sqlite
+        from memkit.residue.values import copy_sqlite
 
         with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
             if path is not None:
@@ -413,7 +433,8 @@ class Scanner:
 
     def _sqlite_rows(self, con: sqlite3.Connection, label: str, family: Family,
                      cov: FileCoverage) -> None:
-        from memkit.residue.report import Hit, mask_text, scan_table
+        from memkit.residue.report import Hit, mask_text
+        from memkit.residue.values import scan_table
 
         m, report = self.m, self.report
         names = [n for (n,) in con.execute(
@@ -447,7 +468,7 @@ class Scanner:
         """A LangGraph checkpoint database: every stored value decoded
         (:func:`memkit.residue.checkpoints.scan_checkpoint_db`); values left encrypted or
         undecodable make the file not fully checked."""
-        from memkit.residue.report import scan_text, scan_value, strings_in
+        from memkit.residue.values import scan_text, scan_value, strings_in
 
         def decoded(where: str, value: Any) -> None:
             for path, text in strings_in(value, ""):

@@ -1,4 +1,4 @@
-"""Every core for the files of one scan: :func:`scan_path` plans what
+"""Every core for the files of one scan: :func:`start_path` plans what
 :class:`memkit.residue.files.Scanner` reads under a path and reads it in worker processes.
 
 A plan is the walk :class:`~memkit.residue.files.Scanner` makes (same order, same links
@@ -43,7 +43,7 @@ from typing import Any
 from memkit.residue.containers import Budget, Limits
 from memkit.residue.coverage import FileCoverage, Snapshot
 
-__all__ = ["BLOCK_BYTES", "PIECE_BYTES", "prefork", "raw_copies", "release", "scan_path", "workers"]
+__all__ = ["BLOCK_BYTES", "PIECE_BYTES", "WORKER_NICE", "Reading", "prefork", "raw_copies", "release", "start_path", "workers"]
 
 PIECE_BYTES = 16 << 20
 """A file larger than twice this is read in pieces of at least this size (a piece per
@@ -113,14 +113,26 @@ _READY_UNITS = 128
 it starts (a few ms each)."""
 
 
+WORKER_NICE = 5
+"""Niceness the workers add to their own: the scanning process goes on with work of its
+own while they read (it opens the store through chromadb, one core's work), and on a
+2-core machine three processes at one priority slow it by a third; at this niceness
+the scheduler gives it a core of its own and the workers the rest (alone, they still
+get every core)."""
+
+
 def _ready() -> None:
-    """Each worker, as it starts (while the caller goes on, loading chromadb): compile
-    the per-character patterns the engine confirms copies with
-    (:meth:`~memkit.scan.matching.SecretMatcher.match_at`) for the characters of the
-    secrets, at most :data:`_READY_UNITS` of them, instead of when the first window
-    names a secret mid-scan."""
+    """Each worker, as it starts (while the caller goes on, loading chromadb): lower its
+    priority (:data:`WORKER_NICE`), then compile the per-character patterns the engine
+    confirms copies with (:meth:`~memkit.scan.matching.SecretMatcher.match_at`) for the
+    characters of the secrets, at most :data:`_READY_UNITS` of them, instead of when the
+    first window names a secret mid-scan."""
     from memkit.scan.matching import prepare_units, unit_keys
 
+    try:
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):  # pragma: no cover - a platform without nice
+        pass
     try:  # a warm-up: whatever goes wrong here is met again, and reported, by the scan itself
         secrets = getattr(_M, "secrets", None) or [getattr(_M, "secret", "")]
         keys: dict[tuple[str, frozenset[str]], None] = {}
@@ -260,11 +272,6 @@ def _plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> l
 # --------------------------------------------------------------------------- worker side
 
 
-def _fragment(report: Any) -> dict[str, Any]:
-    return {"surfaces": {s: h for s, h in report.surfaces.items() if h}, "notes": report.notes,
-            "unchecked": report.unchecked, "coverage": report.coverage}
-
-
 def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
                raw: tuple[list[Any], list[Any]] | None = None, serde: Any = None) -> dict[str, Any]:
     """Read one file as :meth:`Scanner.file` does, into a report of its own; with
@@ -282,7 +289,7 @@ def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
     scanner = JobScanner(report, m, limits, seen=dict(job.seen), skip_sql=set(skip_sql), checkpoint_serde=serde)
     budget = Budget(job.budget)
     scanner.file(Path(job.path), job.label, job.scanner.FAMILIES[job.family], budget, surface=job.surface)
-    out = _fragment(report)
+    out = report.part()
     out["used"] = job.budget - budget.left
     return out
 
@@ -435,46 +442,36 @@ def _pieces(size: int, n_workers: int) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- running a plan
 
 
-def _merge(report: Any, frag: dict[str, Any]) -> None:
-    """Add a job's report to the scan's (in the order a single process adds them)."""
-    for s, hits in frag["surfaces"].items():
-        report.surfaces.setdefault(s, []).extend(hits)
-    for note in frag["notes"]:
-        if note not in report.notes:
-            report.notes.append(note)
-    for s, reasons in frag["unchecked"].items():
-        have = report.unchecked.setdefault(s, [])
-        have.extend(r for r in reasons if r not in have)
-    report.coverage.extend(frag["coverage"])
+class Reading:
+    """The read of one given path, begun: its jobs are running in the worker pool (when
+    there is one) while the caller goes on; :meth:`finish` adds what they found to the
+    scanner's report, in the order of the plan (module doc)."""
 
-
-def _run(scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
-    """Read the planned jobs (in ``pool`` when given, else here) and add what they
-    found to ``scanner.report`` in plan order."""
-    global _LOCAL_M
-    report, limits, skip = scanner.report, scanner.limits, scanner.skip_sql
-    serde = getattr(scanner, "checkpoint_serde", None)
-    kind = type(report)
-    n = workers() if pool is not None else 1
-    jobs = [e[1] for e in events if e[0] == "job"]
-    for job in jobs:
-        job.budget = budget.left
-        if pool is not None and job.size > 2 * PIECE_BYTES and _engine(scanner.m) is not None:
-            job.split = True
-            job.pieces = _pieces(job.size, n)
-    pending: dict[Any, Any] = {}
-    _LOCAL_M = scanner.m
-    if pool is not None:  # pieces of large files first (they are the long part), then batches of small files
+    def __init__(self, scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
+        self.scanner, self.events, self.budget, self.pool = scanner, events, budget, pool
+        self.pending: dict[Any, Any] = {}
+        self.done = False
+        n = workers() if pool is not None else 1
+        jobs = [e[1] for e in events if e[0] == "job"]
         for job in jobs:
+            job.budget = budget.left
+            if pool is not None and job.size > 2 * PIECE_BYTES and _engine(scanner.m) is not None:
+                job.split = True
+                job.pieces = _pieces(job.size, n)
+        if pool is None:
+            return
+        limits, skip = scanner.limits, scanner.skip_sql
+        serde, kind = getattr(scanner, "checkpoint_serde", None), type(scanner.report)
+        for job in jobs:  # pieces of large files first (they are the long part), then batches of small files
             for lo, hi in job.pieces:
-                pending[id(job), lo] = pool.apply_async(_read_piece, (job.path, lo, hi))
+                self.pending[id(job), lo] = pool.apply_async(_read_piece, (job.path, lo, hi))
         batch: list[_Job] = []
 
         def flush() -> None:
             if batch:
                 res = pool.apply_async(_read_batch, (list(batch), limits, skip, kind, serde))
                 for k, j in enumerate(batch):
-                    pending[id(j)] = (res, k)
+                    self.pending[id(j)] = (res, k)
                 batch.clear()
 
         for job in jobs:
@@ -484,16 +481,28 @@ def _run(scanner: Any, events: list[Any], budget: Budget, pool: Any) -> None:
             if sum(j.size for j in batch) >= _BATCH_BYTES or len(batch) >= _BATCH_FILES:
                 flush()
         flush()
-    try:
-        for ev, item in events:
-            if ev == "cover":
-                scanner._cover(item)
-            elif ev == "note":
-                report.notes.append(item)
-            else:
-                _finish_job(scanner, item, budget, pool, pending, limits, skip, kind, serde)
-    finally:
-        _LOCAL_M = None
+
+    def finish(self) -> None:
+        """Wait for the jobs (or, without a pool, read them here) and add their findings
+        to the report, in plan order. Once; a second call does nothing."""
+        global _LOCAL_M
+        if self.done:
+            return
+        self.done = True
+        scanner = self.scanner
+        limits, skip = scanner.limits, scanner.skip_sql
+        serde, kind = getattr(scanner, "checkpoint_serde", None), type(scanner.report)
+        _LOCAL_M = scanner.m
+        try:
+            for ev, item in self.events:
+                if ev == "cover":
+                    scanner._cover(item)
+                elif ev == "note":
+                    scanner.report.notes.append(item)
+                else:
+                    _finish_job(scanner, item, self.budget, self.pool, self.pending, limits, skip, kind, serde)
+        finally:
+            _LOCAL_M = None
 
 
 def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dict[Any, Any], limits: Limits,
@@ -521,7 +530,7 @@ def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dic
         job.budget = budget.left
         frag = _read_file(job, limits, skip, kind, None, serde)
     budget.left -= frag["used"]
-    _merge(report, frag)
+    report.add_part(frag)
     if changed is not None and not any(x.startswith("changed during") for x in changed.left):
         changed.left.append("changed during the scan (size, modification time or inode differ before "
                             "and after): scan again when it is idle")
@@ -547,16 +556,15 @@ def _size(events: list[Any]) -> Iterator[int]:
             yield item.size
 
 
-def scan_path(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> bool:
-    """Read ``top`` for ``scanner`` as :meth:`Scanner.path` does, in worker processes
-    when there is more than one CPU and enough to read (module doc); returns False
-    (nothing done) for a family this module does not know."""
+def start_path(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> Reading | None:
+    """Plan ``top`` for ``scanner`` as :meth:`Scanner.path` walks it and start reading
+    its files in worker processes when there is more than one CPU and enough to read
+    (module doc); ``None`` (nothing done) for a family this module does not know.
+    Nothing reaches the report before :meth:`Reading.finish`."""
     try:
         _family_name(scanner, family)
     except ValueError:
-        return False
+        return None
     events = _plan(scanner, top, family, label, budget)
     total = sum(_size(events))
-    pool = _pool(scanner.m) if total >= _INLINE_BYTES else None
-    _run(scanner, events, budget, pool)
-    return True
+    return Reading(scanner, events, budget, _pool(scanner.m) if total >= _INLINE_BYTES else None)

@@ -5,29 +5,22 @@ and what could not be read.
 the reasons it was not, or only partly, read; a coverage record per file) is what
 :func:`memkit.residue.scan`, the file reader (:mod:`memkit.residue.files`), the
 checkpoint reader (:mod:`memkit.residue.checkpoints`) and the PostgreSQL reader
-(:mod:`memkit.postgres.database`) fill. The functions here record copies into it:
-:func:`scan_text` / :func:`scan_buffer` / :func:`scan_value` match a text, bytes or a
-stored value and add one masked :class:`Hit` per copy; :func:`scan_table` and
-:func:`scan_values` read SQL rows in batches; :func:`strings_in` walks a nested value.
+(:mod:`memkit.postgres.database`) fill; :mod:`memkit.residue.values` records the copies
+in stored values into it.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
-import shutil
-import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, is_dataclass
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from memkit.residue.coverage import FileCoverage, coverage_summary
-from memkit.scan.matching import SecretMatcher, scalar_text
+from memkit.scan.matching import SecretMatcher
 
-__all__ = ["Status", "SurfaceResult", "mask_secrets", "PAGE", "SQLITE_MAGIC", "SURFACES", "Hit", "ResidueReport", "copy_sqlite", "is_sqlite", "mask_text", "printable",
-           "quote_identifier", "render_masked", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values",
-           "strings_in"]
+__all__ = ["Status", "SurfaceResult", "mask_secrets", "mask_text", "render_masked", "PAGE", "SQLITE_MAGIC", "SURFACES", "Hit",
+           "ResidueReport"]
 
 SURFACES: tuple[str, ...] = (
     "text_raw",
@@ -56,12 +49,9 @@ SURFACES: tuple[str, ...] = (
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _WAL_SUFFIXES = ("-wal", "-journal", "-shm")
-_WINDOW = 24
 _MASK = "[SECRET]"
 PAGE = 2000
 """Rows read per SQL page."""
-_BATCH_BYTES = 4 << 20
-"""Text read from SQL rows per :func:`scan_values` call (bounds its memory)."""
 
 
 
@@ -233,6 +223,29 @@ class ResidueReport:
         if note not in self.notes:
             self.notes.append(note)
 
+    def part(self) -> dict[str, Any]:
+        """What this report found, as a plain dict for :meth:`add_part`: the report of
+        one part of a scan (a worker's file, or a surface read while files were read)."""
+        return {"surfaces": {s: h for s, h in self.surfaces.items() if h}, "notes": self.notes,
+                "unchecked": self.unchecked, "coverage": self.coverage, "na": self.na,
+                "partly_read": self.partly_read}
+
+    def add_part(self, part: dict[str, Any]) -> None:
+        """Add a part's findings (:meth:`part`) after what this report holds: hits and
+        coverage in order, notes and reasons once each, as if this report had been
+        written to directly."""
+        for s, hits in part["surfaces"].items():
+            self.surfaces.setdefault(s, []).extend(hits)
+        for note in part["notes"]:
+            if note not in self.notes:
+                self.notes.append(note)
+        for s, reasons in part["unchecked"].items():
+            have = self.unchecked.setdefault(s, [])
+            have.extend(r for r in reasons if r not in have)
+        self.coverage.extend(part["coverage"])
+        self.na.update(part.get("na", {}))
+        self.partly_read |= part.get("partly_read", set())
+
     def counts(self) -> dict[str, int]:
         """Number of hits per surface, zeros included, in :attr:`names` order."""
         return {s: len(self.surfaces.get(s, [])) for s in self.names}
@@ -346,7 +359,7 @@ class ResidueReport:
         self.surfaces.setdefault(hit.surface, []).append(hit)
 
 
-# --------------------------------------------------------------------------- matching
+# --------------------------------------------------------------------------- masking
 
 
 def render_masked(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: int, hi: int) -> str:
@@ -368,203 +381,3 @@ def render_masked(chars: str, start: int, spans: Sequence[tuple[int, int, str]],
 
 def mask_text(text: str, m: SecretMatcher) -> str:
     return m.text.sub(_MASK, text)
-
-
-def scan_text(report: ResidueReport, surface: str, location: str, text: str, m: SecretMatcher,
-               depth: int = 0) -> None:
-    spans = m.spans(text)
-    loc = mask_text(location, m)
-    for s, e, kind, *index in spans:
-        lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
-        report.add(Hit(surface, loc, kind, render_masked(text, 0, spans, lo, hi), *index))
-    # A JSON document (LangChain's serialised prompts, chroma's log rows) can hold the
-    # secret only through its escapes (``\u00df`` for ``ß``): search it decoded too, as
-    # :func:`memkit.scan.matching.contains_secret` (the forget's cache purge) does.
-    if not spans and depth < 4 and text[:1] in "[{\"":
-        try:
-            decoded = json.loads(text)
-        except (ValueError, RecursionError):
-            return
-        for path, inner in strings_in(decoded, ":<json>"):
-            if inner != text:
-                scan_text(report, surface, location + path, inner, m, depth + 1)
-
-
-class _Text:
-    """One text of :func:`scan_values`: where it is, its copies, the strings of the JSON
-    it holds when it shows none (read as :func:`scan_text` reads them)."""
-
-    __slots__ = ("location", "text", "depth", "spans", "kids")
-
-    def __init__(self, location: str, text: str, depth: int) -> None:
-        self.location, self.text, self.depth = location, text, depth
-        self.spans: list[Any] = []
-        self.kids: list[_Text] = []
-
-
-def scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, Any]], m: Any) -> None:
-    """:func:`scan_value` of each ``(location, value)``, with the same hits in the same
-    order, for many values at once: one scan engine pass over every text of a level
-    (:func:`memkit.scan.multi.may_hold`) names those that may hold a copy, and only
-    those are matched, instead of one matcher call per text."""
-    from memkit.scan.multi import may_hold
-
-    order: list[Any] = []
-    texts: list[_Text] = []
-
-    def flatten(location: str, value: Any) -> None:
-        text = scalar_text(value)
-        if text is not None:
-            node = _Text(location, text, 0)
-            order.append(node)
-            texts.append(node)
-        elif isinstance(value, (bytes, bytearray, memoryview)):
-            order.append((location, bytes(value)))
-        elif isinstance(value, (list, tuple)):
-            for n, v in enumerate(value):
-                flatten(f"{location}[{n}]", v)
-
-    for location, value in items:
-        flatten(location, value)
-    level = texts
-    while level:
-        deeper: list[_Text] = []
-        for node, may in zip(level, may_hold(m, [n.text for n in level]), strict=True):
-            node.spans = m.spans(node.text) if may else []
-            if not node.spans and node.depth < 4 and node.text[:1] in "[{\"":
-                try:
-                    decoded = json.loads(node.text)
-                except (ValueError, RecursionError):
-                    continue
-                for path, inner in strings_in(decoded, ":<json>"):
-                    if inner != node.text:
-                        node.kids.append(_Text(node.location + path, inner, node.depth + 1))
-                deeper += node.kids
-        level = deeper
-
-    def emit(node: _Text) -> None:
-        if node.spans:
-            loc = mask_text(node.location, m)
-            for s, e, kind, *index in node.spans:
-                lo, hi = max(0, s - _WINDOW), min(len(node.text), e + _WINDOW)
-                report.add(Hit(surface, loc, kind, render_masked(node.text, 0, node.spans, lo, hi), *index))
-        for kid in node.kids:
-            emit(kid)
-
-    for item in order:
-        if isinstance(item, _Text):
-            emit(item)
-        else:
-            scan_buffer(report, surface, item[0], item[1], m)
-
-
-def printable(b: bytes) -> str:
-    return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
-
-
-def scan_buffer(
-    report: ResidueReport,
-    surface: str,
-    location: str,
-    data: bytes | mmap.mmap,
-    m: SecretMatcher,
-) -> None:
-    from memkit.scan.encodings import byte_spans
-
-    matches = byte_spans(m, data)
-    if not matches:
-        return
-    loc = mask_text(location, m)
-    for s, e, kind, *index in matches:
-        lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
-        window = printable(bytes(data[lo:hi]))
-        report.add(Hit(surface, f"{loc}@{s}", kind, render_masked(window, lo, matches, lo, hi), *index))
-
-
-def scan_value(
-    report: ResidueReport, surface: str, location: str, value: Any,
-    m: SecretMatcher,
-) -> None:
-    text = scalar_text(value)
-    if text is not None:
-        scan_text(report, surface, location, text, m)
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        scan_buffer(report, surface, location, bytes(value), m)
-    elif isinstance(value, (list, tuple)):
-        for n, v in enumerate(value):
-            scan_value(report, surface, f"{location}[{n}]", v, m)
-
-
-# --------------------------------------------------------------------------- SQLite
-
-
-def copy_sqlite(src: Path, dst_dir: Path) -> Path:
-    """Copy an SQLite file and its -wal/-journal into ``dst_dir``; return the copy."""
-    dst = dst_dir / src.name
-    shutil.copy2(src, dst)
-    for suf in ("-wal", "-journal"):
-        side = src.with_name(src.name + suf)
-        if side.exists():
-            shutil.copy2(side, dst_dir / side.name)
-    return dst
-
-
-def is_sqlite(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(16) == SQLITE_MAGIC
-
-
-def quote_identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def scan_table(
-    con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
-    m: SecretMatcher, skip: frozenset[str] = frozenset(),
-) -> None:
-    """Match every text/blob value of ``table`` (but the columns in ``skip``, read elsewhere)."""
-    cur = con.execute(f"SELECT * FROM {quote_identifier(table)}")
-    cols = [d[0] for d in cur.description]
-    batch: list[tuple[str, Any]] = []
-    size = 0
-    for n, row in enumerate(cur):
-        for col, value in zip(cols, row, strict=True):
-            if isinstance(value, (str, bytes)) and col not in skip:
-                batch.append((f"{prefix}{table}:row{n}:{col}", value))
-                size += len(value)
-        if size >= _BATCH_BYTES:
-            scan_values(report, surface, batch, m)
-            batch, size = [], 0
-    scan_values(report, surface, batch, m)
-
-
-def strings_in(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
-    """``(path, text)`` of every string a checkpoint value holds: messages (content,
-    additional kwargs, tool calls), mappings (keys too), sequences, pydantic models,
-    dataclasses, numbers; anything else by its ``repr``."""
-    if depth > 50:
-        return
-    if isinstance(obj, str):
-        yield path, obj
-    elif isinstance(obj, (bytes, bytearray)):
-        yield path, bytes(obj).decode("utf-8", errors="replace")
-    elif isinstance(obj, bool) or obj is None:
-        return
-    elif isinstance(obj, (int, float)):
-        yield path, str(obj)
-    elif isinstance(obj, Mapping):
-        for k, v in obj.items():
-            yield from strings_in(k, f"{path}.<key>", depth + 1)
-            yield from strings_in(v, f"{path}.{k}", depth + 1)
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        for i, v in enumerate(obj):
-            yield from strings_in(v, f"{path}[{i}]", depth + 1)
-    elif hasattr(obj, "model_dump"):
-        yield from strings_in(obj.model_dump(), path, depth + 1)
-    elif is_dataclass(obj) and not isinstance(obj, type):
-        yield from strings_in(asdict(obj), path, depth + 1)
-    else:
-        yield path, repr(obj)
-
-
-# --------------------------------------------------------------------------- chroma API
