@@ -19,7 +19,10 @@ Then, for each ``--secrets`` count, best of ``--repeat``:
   files (every spelling, UTF-8 only), in its own process.
 
 It prints wall times, the ratios to grep, each memkit process tree's peak RSS
-(``getrusage(RUSAGE_CHILDREN)`` of a process that runs only it), and checks the counts:
+(``getrusage(RUSAGE_CHILDREN)`` of a process that runs only it), the CPU seconds the
+file and the directory cost (user and system, the worker processes included, less
+those of the 1-byte file or the store alone; the command reads files in workers while
+it loads chromadb, so its wall time can hide what its CPUs spend), and checks the counts:
 grep finds exactly the verbatim copies, memkit every planted copy in the files' bytes
 (each SQLite copy counted once, by its bytes). ``--huge 100000`` also times the large
 file at that many secrets (no grep baseline: a check that it finishes, and its RSS).
@@ -160,21 +163,29 @@ _RUN = ("import resource, subprocess, sys, time\n"
         "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
         "w = time.perf_counter() - t\n"
         "sys.stderr.buffer.write(p.stderr)\n"
-        "sys.stdout.buffer.write(f'{w} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss} {p.returncode}\\n'"
+        "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "sys.stdout.buffer.write(f'{w} {r.ru_maxrss} {p.returncode} {r.ru_utime + r.ru_stime}\\n'"
         ".encode() + p.stdout)\n")
+
+
+_CPU: dict[tuple[str, ...], float] = {}
+"""Least CPU seconds (user and system, the command's processes and the workers they
+waited for) of each command timed, by its arguments."""
 
 
 def _time(cmd: list[str], repeat: int, ok: tuple[int, ...] = (0, 1, 3)) -> tuple[float, float, str]:
     """Best wall seconds of ``repeat`` runs, the largest peak RSS (MiB) of the command's
-    process tree, and its output (of the last run)."""
-    best, rss, out = float("inf"), 0.0, ""
+    process tree, and its output (of the last run); the least CPU seconds go to
+    :data:`_CPU`."""
+    best, rss, out, cpu = float("inf"), 0.0, "", float("inf")
     for _ in range(repeat):
         p = subprocess.run([sys.executable, "-c", _RUN, *cmd], capture_output=True, text=True, check=False)
         head, _, out = p.stdout.partition("\n")
-        wall, maxrss, rc = head.split()
+        wall, maxrss, rc, used = head.split()
         if int(rc) not in ok:
             raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({rc}): {p.stderr[-2000:]}")
-        best, rss = min(best, float(wall)), max(rss, int(maxrss) / 1024)
+        best, rss, cpu = min(best, float(wall)), max(rss, int(maxrss) / 1024), min(cpu, float(used))
+    _CPU[tuple(cmd)] = cpu
     return best, rss, out
 
 
@@ -280,6 +291,13 @@ def main() -> None:
             if any(e_counts.get(f, 0) != u for f, (_, _, u) in planted.items()):
                 problems.append("the engine's counts differ from the UTF-8 copies")
             note = f"all {want_all} planted copies ({verbatim} verbatim)"
+            cpu = [_CPU[tuple(c)] for c in ([*memkit, str(small), *many, "--also", str(big)],
+                                             [*memkit, str(small), *many, "--also", str(one)],
+                                             [grep, "-c", "-a", "-F", "-f", str(sfile), str(big)],
+                                             [*memkit, str(data), *many], [*memkit, str(small), *many],
+                                             [grep, "-r", "-c", "-a", "-F", "-f", str(sfile), str(data)])]
+            note += (f"; CPU s: file {cpu[0] - cpu[1]:.2f} (grep {cpu[2]:.2f}, {(cpu[0] - cpu[1]) / cpu[2]:.1f}x), "
+                     f"directory {cpu[3] - cpu[4]:.2f} (grep {cpu[5]:.2f}, {(cpu[3] - cpu[4]) / cpu[5]:.1f}x)")
             d_less = m_dir - m_store
             print(f"{k:>8} | {g_big:9.2f} {m_big:7.2f} {m_big - m_one:8.2f} {(m_big - m_one) / g_big:5.1f} | "
                   f"{g_dir:8.2f} {m_dir:7.2f} {d_less:10.2f} {d_less / g_dir:5.1f} | {e_wall:7.2f} "
