@@ -27,6 +27,11 @@ budget per path). Workers are forked from the scanning process, so they hold its
 matcher without pickling it; :func:`prefork` starts them before a caller loads
 libraries that keep threads (chromadb). With one CPU, or little to read, the plan runs
 in this process.
+
+A plan's jobs are submitted when it is made (:func:`start_path`; the costliest first)
+and added to the report when the caller finishes the :class:`Reading`, so the caller
+can do its own work (open the store through chromadb) while the workers read; they run
+at a lower priority (:data:`WORKER_NICE`) so that this work keeps a core.
 """
 
 from __future__ import annotations
