@@ -128,3 +128,106 @@ def test_the_prefilter_says_which_windows_hold_every_character_of_some_secret(ma
     order = np.argsort(counts, kind="stable")
     got = _names.covered(s[order].tobytes(), counts[order].tobytes(), 2, w.tobytes())
     assert [bool(x) for x in got] == want
+
+
+def _windows_reference(arr, ends, lo, limit, n_min, reach, near, unit_lut, break_lut):
+    """TokenWindows.find as numpy read it before memkit/scan/_names.c did: a narrow look
+    (16 bytes) then a wider one (``near``) for the breakers around each token, then the
+    windows in order, the last breaker before a token read left to right once."""
+    import numpy as np
+
+    n = len(arr)
+    q = np.unique(np.asarray(ends, dtype=np.int64)) - 1
+    lb = np.full(len(q), -1, dtype=np.int64)
+    keep = np.ones(len(q), dtype=bool)
+    todo = np.arange(len(q))
+    for g in (16, near):
+        if not todo.size:
+            break
+        qt = q[todo]
+        idx = qt[:, None] + np.arange(-g, g + 1)
+        np.clip(idx, 0, n - 1, out=idx)
+        sub = arr[idx]
+        brk = break_lut[sub]
+        left = brk[:, g - 1::-1]
+        has_l = left.any(axis=1)
+        col_l = np.where(has_l, g - np.argmax(left, axis=1), 0)
+        right = brk[:, g + 1:]
+        has_r = right.any(axis=1)
+        col_r = np.where(has_r, g + 1 + np.argmax(right, axis=1), 2 * g + 1)
+        cols = np.arange(2 * g + 1)
+        inside = (cols >= col_l[:, None]) & (cols < col_r[:, None])
+        units = np.count_nonzero(unit_lut[sub] & inside, axis=1)
+        closed = has_l & has_r & (qt - g >= 0) & (qt + g < n)
+        lb[todo[has_l & (qt - g >= 0)]] = (qt - g + col_l)[has_l & (qt - g >= 0)]
+        keep[todo[closed & (units < n_min)]] = False
+        todo = todo[~closed]
+    if not keep.any():
+        return []
+    q, lb = q[keep], lb[keep]
+    out, scanned, far_lb = [], -reach - 1, 0
+    for qi, lbi in zip(q.tolist(), lb.tolist(), strict=True):
+        if lbi < 0:
+            lo_s = max(0, qi - reach) if qi - scanned > reach else scanned
+            seg = np.flatnonzero(break_lut[arr[lo_s:qi]])
+            if seg.size:
+                far_lb = lo_s + int(seg[-1]) + 1
+            elif qi - scanned > reach:
+                far_lb = lo_s
+            scanned = qi
+            lbi = far_lb
+        w0, w1 = max(lo, lbi, qi + 1 - reach), min(limit, qi + 1 + 4)
+        if w0 >= w1:
+            continue
+        if out and w0 <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], w1))
+        else:
+            out.append((w0, w1))
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_token_windows_are_the_numpy_reading_of_them(data):
+    """The windows of random tokens over bytes of breakers, spelling bytes and others, at
+    every distance from the edges and from each other, as the numpy reading gave them."""
+    import numpy as np
+
+    from memkit.scan import windows as w
+
+    n = data.draw(st.integers(1, 3000))
+    alphabet = data.draw(st.sampled_from([b"\x00a", b"\x00\x01a-b ", b"ab- ", b"\x00" * 3 + b"xyz%&\\ \n"]))
+    raw = bytes(data.draw(st.lists(st.sampled_from(list(alphabet)), min_size=n, max_size=n)))
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    ends = data.draw(st.lists(st.integers(1, n), max_size=40))
+    lo = data.draw(st.integers(0, n))
+    limit = data.draw(st.integers(lo, n))
+    n_min = data.draw(st.integers(0, 12))
+    reach = data.draw(st.integers(1, 600))
+    unit_lut = np.zeros(256, dtype=bool)
+    unit_lut[list(b"ax%&\\")] = True
+    want = _windows_reference(arr, ends, lo, limit, n_min, reach, w._NEAR, unit_lut, w._BREAK_LUT)
+    got = _names.windows(arr, ends, lo, limit, n_min, reach, w._NEAR, unit_lut.tobytes(), w._BREAK_BYTES)
+    flat = np.frombuffer(got, dtype=np.int64).tolist()
+    assert list(zip(flat[0::2], flat[1::2], strict=True)) == want
+
+
+def test_token_windows_at_every_offset_near_the_edges_and_breakers():
+    """Each token alone, at every end offset of buffers with breakers every few bytes
+    (closer and further than 16 and than _NEAR bytes), against the numpy reading."""
+    import numpy as np
+
+    from memkit.scan import windows as w
+
+    unit_lut = np.zeros(256, dtype=bool)
+    unit_lut[list(b"ax")] = True
+    for gap in (3, 15, 16, 17, 40, 63, 64, 65, 90):
+        n = 2 * gap + 100
+        raw = bytes(0 if k % gap == gap - 1 else b"axy-"[k % 4] for k in range(n))
+        arr = np.frombuffer(raw, dtype=np.uint8)
+        for end in range(1, n + 1):
+            for n_min, reach in ((0, 50), (3, 500), (40, 20)):
+                want = _windows_reference(arr, [end], 0, n, n_min, reach, w._NEAR, unit_lut, w._BREAK_LUT)
+                got = np.frombuffer(_names.windows(arr, [end], 0, n, n_min, reach, w._NEAR, unit_lut.tobytes(),
+                                                   w._BREAK_BYTES), dtype=np.int64).tolist()
+                assert list(zip(got[0::2], got[1::2], strict=True)) == want, (gap, end, n_min, reach)

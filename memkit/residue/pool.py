@@ -159,12 +159,9 @@ _MALLOC_KEEP = 256 << 20
 
 
 def _keep_freed_memory() -> None:
-    """Have glibc's malloc keep freed memory (up to :data:`_MALLOC_KEEP`) instead of
-    returning it to the kernel: a worker allocates and frees buffers of several MiB per
-    block it reads (joined texts, decoded runs), and each one returned is faulted in
-    again, page by page, by the next (half the page faults and a third of the system
-    time of reading a directory of store files). A no-op where the C library has no
-    ``mallopt``."""
+    """Have glibc's malloc keep freed memory (up to :data:`_MALLOC_KEEP`): a worker
+    frees buffers of several MiB per block it reads, and each one returned to the kernel
+    is faulted in again by the next (half the page faults of reading a directory)."""
     import ctypes
 
     try:

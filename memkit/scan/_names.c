@@ -31,6 +31,11 @@
  * covered(masks, counts, words, windows) -> bytes: which windows hold every skeleton
  * character of some secret (bit masks; the prefilter before a window's events are read).
  *
+ * windows(buf, ends, lo, limit, n_min, reach, near, units, breakers) -> bytes: the merged
+ * windows of the tokens ending at `ends` (TokenWindows.find in memkit/scan/windows.py
+ * says what they are; tests/test_scan_names.py holds this to the numpy reading it
+ * replaced), as int64 pairs.
+ *
  * C99 against the stable parts of the CPython API; no -march.
  */
 #define PY_SSIZE_T_CLEAN
@@ -39,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAMES_ABI 3 /* memkit/scan/windows.py checks it: a stale build is reported */
+#define NAMES_ABI 4 /* memkit/scan/windows.py checks it: a stale build is reported */
 
 static unsigned char KEY[256];     /* an event's key; 0: matches nothing (a breaker) */
 static unsigned char SPECIAL[256]; /* 1: a special event, which may be skipped */
@@ -450,7 +455,135 @@ done:
     return out;
 }
 
+static int cmp_ssize(const void *a, const void *b) {
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x > y) - (x < y);
+}
+
+PyDoc_STRVAR(windows_doc, "windows(buf, ends, lo, limit, n_min, reach, near, units, breakers) -> bytes\n\n"
+                          "The merged windows (int64 start, end pairs) of the tokens ending at ends.");
+
+static PyObject *windows(PyObject *self, PyObject *args) {
+    Py_buffer bb, ub, kb;
+    PyObject *ends_obj;
+    Py_ssize_t lo, limit, n_min, reach, near;
+    if (!PyArg_ParseTuple(args, "y*Onnnnny*y*", &bb, &ends_obj, &lo, &limit, &n_min, &reach, &near, &ub, &kb))
+        return NULL;
+    PyObject *out = NULL, *seq = NULL;
+    Py_ssize_t *q = NULL, *lbs = NULL;
+    int64_t *res = NULL;
+    if (ub.len != 256 || kb.len != 256 || near < 16) {
+        PyErr_SetString(PyExc_ValueError, "windows: units and breakers are 256-byte tables; near >= 16");
+        goto done;
+    }
+    seq = PySequence_Fast(ends_obj, "windows: ends must be a sequence of ints");
+    if (seq == NULL)
+        goto done;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq), k = 0;
+    q = (Py_ssize_t *)PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m ? m : 1));
+    lbs = (Py_ssize_t *)PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m ? m : 1));
+    res = (int64_t *)PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(m ? m : 1));
+    if (!q || !lbs || !res) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_ssize_t e = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i));
+        if (e == -1 && PyErr_Occurred())
+            goto done;
+        q[i] = e - 1;
+    }
+    qsort(q, (size_t)m, sizeof(Py_ssize_t), cmp_ssize);
+    for (Py_ssize_t i = 0; i < m; i++) /* unique */
+        if (k == 0 || q[i] != q[k - 1])
+            q[k++] = q[i];
+    const unsigned char *a = (const unsigned char *)bb.buf, *unit = (const unsigned char *)ub.buf,
+                        *brk = (const unsigned char *)kb.buf;
+    Py_ssize_t n = bb.len, kept = 0, nout = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* drop the tokens whose stretch between breakers (both within `near`, or 16, bytes)
+     * holds fewer than n_min bytes a spelling needs; keep each other one's first byte
+     * after the last breaker before it, where one is that near (else -1) */
+    for (Py_ssize_t i = 0; i < k; i++) {
+        Py_ssize_t qi = q[i], bl = -1, br = -1;
+        if (qi < 0)
+            continue; /* no token ends before the buffer */
+        for (Py_ssize_t p = qi - 1; p >= 0 && p >= qi - near; p--)
+            if (brk[a[p]]) {
+                bl = p;
+                break;
+            }
+        for (Py_ssize_t p = qi + 1; p < n && p <= qi + near; p++)
+            if (brk[a[p]]) {
+                br = p;
+                break;
+            }
+        int left16 = bl >= 0 && qi >= 16 && bl >= qi - 16, leftn = bl >= 0 && qi >= near;
+        int closed = (left16 && br >= 0 && br <= qi + 16 && qi + 16 < n) ||
+                     (leftn && br >= 0 && qi + near < n);
+        if (closed) {
+            Py_ssize_t units = 0;
+            for (Py_ssize_t p = bl + 1; p < br; p++)
+                units += unit[a[p]] != 0;
+            if (units < n_min)
+                continue;
+        }
+        q[kept] = qi;
+        lbs[kept++] = left16 || leftn ? bl + 1 : -1;
+    }
+    /* each kept token's window: from the last breaker before it (read once, left to
+     * right, where none is near), at most `reach` bytes back, to 4 bytes after it;
+     * windows that meet are merged */
+    Py_ssize_t scanned = -reach - 1, far_lb = 0;
+    for (Py_ssize_t i = 0; i < kept; i++) {
+        Py_ssize_t qi = q[i], lbi = lbs[i];
+        if (lbi < 0) {
+            int far = qi - scanned > reach;
+            Py_ssize_t lo_s = far ? (qi - reach > 0 ? qi - reach : 0) : scanned;
+            Py_ssize_t last = -1;
+            for (Py_ssize_t p = qi - 1; p >= lo_s; p--)
+                if (brk[a[p]]) {
+                    last = p;
+                    break;
+                }
+            if (last >= 0)
+                far_lb = last + 1;
+            else if (far)
+                far_lb = lo_s;
+            scanned = qi;
+            lbi = far_lb;
+        }
+        Py_ssize_t w0 = lo, w1 = qi + 1 + 4 < limit ? qi + 1 + 4 : limit;
+        if (lbi > w0)
+            w0 = lbi;
+        if (qi + 1 - reach > w0)
+            w0 = qi + 1 - reach;
+        if (w0 >= w1)
+            continue;
+        if (nout && w0 <= res[2 * nout - 1]) {
+            if (w1 > res[2 * nout - 1])
+                res[2 * nout - 1] = w1;
+        } else {
+            res[2 * nout] = w0;
+            res[2 * nout + 1] = w1;
+            nout++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    out = PyBytes_FromStringAndSize((const char *)res, (Py_ssize_t)(2 * nout * (Py_ssize_t)sizeof(int64_t)));
+done:
+    PyMem_Free(q);
+    PyMem_Free(lbs);
+    PyMem_Free(res);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&ub);
+    PyBuffer_Release(&kb);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"windows", windows, METH_VARARGS, windows_doc},
     {"covered", covered, METH_VARARGS, covered_doc},
     {"build", build, METH_VARARGS, build_doc},
     {"find", find, METH_VARARGS, find_doc},

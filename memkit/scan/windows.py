@@ -35,7 +35,7 @@ from memkit.scan.plain import ALNUM, LOWER_LUT
 
 __all__ = ["TokenWindows"]
 
-if getattr(_names, "ABI", None) != 3:  # pragma: no cover - a stale build of memkit/scan/_names.c
+if getattr(_names, "ABI", None) != 4:  # pragma: no cover - a stale build of memkit/scan/_names.c
     raise ImportError(f"memkit.scan._names at {_names.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
@@ -48,6 +48,7 @@ _NEAR = 64
 
 _BREAK_LUT = np.zeros(256, dtype=bool)
 _BREAK_LUT[[b[0] for b in BREAKER_BYTES]] = True
+_BREAK_BYTES = _BREAK_LUT.tobytes()
 
 _ENTITY_DEC = re.compile(rb"&#0*([0-9]{1,8})")
 _ENTITY_HEX = re.compile(rb"&#[xX]0*([0-9A-Fa-f]{1,8})")
@@ -120,6 +121,7 @@ class TokenWindows:
             if c.isascii():
                 self._unit_lut[[ord(c.lower()), ord(c.upper())]] = True
         self._unit_lut[[ord("&"), ord("%"), ord("\\")] + sorted({p[0] for p in points})] = True
+        self._unit_lut_bytes = self._unit_lut.tobytes()
         self._zpat: dict[int, Any] = {}
         # bits of the characters each byte value (a letter or digit) and each token
         # kind (a point: what it spells; an escape that can spell anything: all) stand for
@@ -156,61 +158,17 @@ class TokenWindows:
     def find(self, arr: np.ndarray, ends: list[int], lo: int, limit: int) -> list[tuple[int, int]]:
         """The merged windows (start ranges ``[w0, w1)`` within ``[lo, limit)``) of the
         tokens ending at ``ends``, less tokens in stretches between breakers that hold
-        fewer than :attr:`n_min` bytes a spelling needs (:attr:`_unit_lut`)."""
+        fewer than :attr:`n_min` bytes a spelling needs (:attr:`_unit_lut`; a stretch
+        whose breakers are both within 16, or :data:`_NEAR`, bytes of the token's last
+        byte). A token's window starts after the last breaker before it, at most
+        ``TOKEN_MAX_BYTES + overlap + _PAD`` bytes back, and ends 4 bytes after it
+        (``memkit/scan/_names.c``, one pass in C)."""
         if not ends:
             return []
-        n = len(arr)
-        q = np.unique(np.asarray(ends, dtype=np.int64)) - 1
-        lb = np.full(len(q), -1, dtype=np.int64)  # first byte after the last breaker; -1: look further
-        keep = np.ones(len(q), dtype=bool)
-        todo = np.arange(len(q))
-        for g in (16, _NEAR):  # a narrow look first settles most tokens in binary data
-            if not todo.size:
-                break
-            qt = q[todo]
-            idx = qt[:, None] + np.arange(-g, g + 1)
-            np.clip(idx, 0, n - 1, out=idx)
-            sub = arr[idx]
-            brk = _BREAK_LUT[sub]
-            left = brk[:, g - 1::-1]
-            has_l = left.any(axis=1)
-            col_l = np.where(has_l, g - np.argmax(left, axis=1), 0)
-            right = brk[:, g + 1:]
-            has_r = right.any(axis=1)
-            col_r = np.where(has_r, g + 1 + np.argmax(right, axis=1), 2 * g + 1)
-            cols = np.arange(2 * g + 1)
-            inside = (cols >= col_l[:, None]) & (cols < col_r[:, None])
-            units = np.count_nonzero(self._unit_lut[sub] & inside, axis=1)
-            closed = has_l & has_r & (qt - g >= 0) & (qt + g < n)
-            lb[todo[has_l & (qt - g >= 0)]] = (qt - g + col_l)[has_l & (qt - g >= 0)]
-            keep[todo[closed & (units < self.n_min)]] = False
-            todo = todo[~closed]
-        if not keep.any():
-            return []
-        q, lb = q[keep], lb[keep]
         reach = TOKEN_MAX_BYTES + self.overlap + _PAD
-        out: list[tuple[int, int]] = []
-        scanned = -reach - 1  # breakers are known up to here
-        far_lb = 0
-        for qi, lbi in zip(q.tolist(), lb.tolist(), strict=True):
-            if lbi < 0:  # no breaker near: the last one before, each byte read once
-                lo_s = max(0, qi - reach) if qi - scanned > reach else scanned
-                seg = np.flatnonzero(_BREAK_LUT[arr[lo_s:qi]])
-                if seg.size:
-                    far_lb = lo_s + int(seg[-1]) + 1
-                elif qi - scanned > reach:
-                    far_lb = lo_s
-                scanned = qi
-                lbi = far_lb
-            w0 = max(lo, lbi, qi + 1 - reach)
-            w1 = min(limit, qi + 1 + 4)
-            if w0 >= w1:
-                continue
-            if out and w0 <= out[-1][1]:
-                out[-1] = (out[-1][0], max(out[-1][1], w1))
-            else:
-                out.append((w0, w1))
-        return out
+        got = _names.windows(arr, ends, lo, limit, self.n_min, reach, _NEAR, self._unit_lut_bytes, _BREAK_BYTES)
+        flat = np.frombuffer(got, dtype=np.int64).tolist()
+        return list(zip(flat[0::2], flat[1::2], strict=True))
 
     def name(self, buf: Any, arr: np.ndarray, windows: list[tuple[int, int]], ends: list[int],
                       kinds: list[int]) -> tuple[list[tuple[int, int]], list[list[tuple[int, int, int]]]]:
