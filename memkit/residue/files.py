@@ -149,8 +149,12 @@ class _Inline:
 
     def __init__(self, scanner: Scanner, top: Path, family: Family, label: str, budget: Budget) -> None:
         self.args = (scanner, top, family, label, budget)
+        self.done = False
 
     def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
         scanner, top, family, label, budget = self.args
         if top.is_dir():
             scanner._walk(top, label, family, set(), budget)
