@@ -507,8 +507,8 @@ static PyObject *windows(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < k; i++) {
         Py_ssize_t qi = q[i], bl = -1, br = -1;
         if (qi < 0)
-            continue; /* no token ends before the buffer */
-        for (Py_ssize_t p = qi - 1; p >= 0 && p >= qi - near; p--)
+            continue; /* no token ends before the buffer (nor is a byte past it read below) */
+        for (Py_ssize_t p = (qi - 1 < n - 1 ? qi - 1 : n - 1); p >= 0 && p >= qi - near; p--)
             if (brk[a[p]]) {
                 bl = p;
                 break;
@@ -541,7 +541,7 @@ static PyObject *windows(PyObject *self, PyObject *args) {
             int far = qi - scanned > reach;
             Py_ssize_t lo_s = far ? (qi - reach > 0 ? qi - reach : 0) : scanned;
             Py_ssize_t last = -1;
-            for (Py_ssize_t p = qi - 1; p >= lo_s; p--)
+            for (Py_ssize_t p = (qi - 1 < n - 1 ? qi - 1 : n - 1); p >= lo_s; p--)
                 if (brk[a[p]]) {
                     last = p;
                     break;
