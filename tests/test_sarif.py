@@ -9,16 +9,16 @@ reported location is checked against the bytes or rows it names.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
-import chromadb
 import jsonschema
-import numpy as np
 import pytest
 import typer
-from chromadb.config import Settings
 from typer.testing import CliRunner
 
 from evaluators.audit import AuditResult
@@ -47,13 +47,26 @@ def app():
     return a
 
 
+_WRITE_STORE = """
+import json, sys
+import chromadb, numpy as np
+from chromadb.config import Settings
+path, docs, metas = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+client = chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
+col = client.create_collection("notes", embedding_function=None)
+vecs = np.random.default_rng(0).normal(size=(len(docs), 8)).astype(np.float32)
+col.add(ids=[f"n{i}" for i in range(len(docs))], documents=docs, metadatas=metas, embeddings=vecs)
+client.close()
+"""
+
+
 def chroma_dir(path: Path, docs: list[str], metas: list[dict]) -> None:
-    """A Chroma directory written with chromadb alone (seeded random vectors)."""
-    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-    col = client.create_collection("notes", embedding_function=None)
-    vecs = np.random.default_rng(0).normal(size=(len(docs), 8)).astype(np.float32)
-    col.add(ids=[f"n{i}" for i in range(len(docs))], documents=docs, metadatas=metas, embeddings=vecs)
-    client.close()
+    """A Chroma directory written with chromadb alone (seeded random vectors), in a
+    process of its own: chromadb writes uninitialised heap memory into its HNSW
+    ``length.bin``, which in this process may hold the secret (earlier tests put it
+    there), and the scan rightly reports that copy."""
+    subprocess.run([sys.executable, "-c", _WRITE_STORE, str(path), json.dumps(docs), json.dumps(metas)],
+                   check=True, timeout=120, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
 
 
 def results_by_rule(doc: dict) -> dict[str, list[dict]]:
