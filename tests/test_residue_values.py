@@ -76,3 +76,29 @@ def test_many_values_at_once_have_the_hits_of_one_at_a_time(many):
         assert at_once.to_dict() == one.to_dict()
         assert one.total >= 5  # the planted copies are there to be found
     assert any(".deep" in h.location for hits in one.surfaces.values() for h in hits)  # the third decoding
+
+
+@pytest.mark.parametrize("text", [
+    "XQ7<!--" + "\u00e9" * 300 + "-->VIOLET-3829",
+    "XQ7<b " + "\u00e9" * 300 + ">VIOLET-3829",
+    '{"note": "XQ7<i title=' + "\u4e00" * 200 + '>VIOLET-3829"}',
+    "XQ7<i title=" + "\U0001d400" * 480 + ">VIOLET-3829",
+])
+def test_a_tag_of_500_characters_is_one_separator_in_bytes_too(text):
+    """A tag or comment body is bounded in characters, in text and in bytes alike: a copy
+    split by one of up to 500 characters of several bytes each is found by every reader
+    (the byte pattern, the prefilter of many values, many secrets at once, the UTF-16
+    reading), not by the text pattern alone."""
+    from memkit.scan.encodings import wide_spans
+    from memkit.scan.multi import may_hold
+
+    one, many = matcher(SECRETS[0]), MultiMatcher(SECRETS)
+    assert one.spans(text) and may_hold(one, [text]) == [True] and may_hold(many, [text]) == [True]
+    assert [(s, e, i) for s, e, _, i in many.spans(text)] == [(s, e, 0) for s, e, _ in one.spans(text)]
+    assert one.byte_spans(text.encode()) and many.byte_spans(text.encode())
+    for m in (one, many):
+        at_once, alone = ResidueReport(target="t"), ResidueReport(target="t")
+        scan_values(at_once, "disk_sqlite", [("row", text)], m)
+        scan_value(alone, "disk_sqlite", "row", text, m)
+        assert at_once.to_dict() == alone.to_dict() and alone.total == 1
+    assert wide_spans(b"\x00" * 8 + text.encode("utf-16-le"), one)

@@ -1,6 +1,6 @@
 """The plain letters of a buffer (memkit/scan/_letters.c, used by memkit/scan/plain.py): the C
 pass parses every construct exactly as the matcher's own separator patterns
-(``memkit.scan.spellings.SEP_PATTERNS``, read here with Python's ``re``) parse it from its
+(``memkit.scan.spellings.SEP_PATTERNS_BYTES``, read here with Python's ``re``) parse it from its
 first byte, and maps every letter back to its offset."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memkit.scan import _letters
-from memkit.scan.spellings import SEP_PATTERNS as _SEP_PATTERNS
+from memkit.scan.spellings import SEP_PATTERNS_BYTES as _SEP_PATTERNS
 
 # tags, entities, percent-encoding, escapes: the separators the plain letters skip (ANSI
 # codes and comments are window tokens, searched elsewhere)
@@ -92,9 +92,10 @@ def _construct(draw):
 def _buffers(draw):
     parts = draw(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), _construct()), min_size=1, max_size=40))
     b = "".join(parts).encode("utf-8")
-    if draw(st.booleans()):  # a tag body of about 500 bytes
+    if draw(st.booleans()):  # a tag body of about 500 characters: ASCII, 2 to 4 bytes each, or cut sequences
         k = draw(st.integers(495, 505))
-        b = b"<a " + b"b" * k + b"&amp;>" + b
+        unit = draw(st.sampled_from([b"b", "é".encode(), "一".encode(), "𝐀".encode(), b"\xe4\xb8", b"\x80", b"\xf5"]))
+        b = b"<a " + unit * k + b"&amp;>" + b
     return b, draw(st.integers(0, len(b))), draw(st.integers(1, 64))
 
 

@@ -13,8 +13,9 @@
  *   - % + 2 hex;
  *   - an entity: & + letter + up to 31 more letters/digits + ';', one of the listed
  *     names without ';', &# + 1-7 digits [;], &#x + 1-6 hex [;];
- *   - a tag: '<' ['/'] letter, a body of at most 500 bytes without '<', '>' or
- *     control bytes (tab, line breaks and ESC allowed), '>'.
+ *   - a tag: '<' ['/'] letter, a body of at most 500 characters (UTF-8 sequences, any
+ *     other byte alone, read greedily) without '<', '>' or control bytes (tab, line
+ *     breaks and ESC allowed), '>'.
  * Only tags hold other constructs. tests/test_scan_engine.py checks the engine built on
  * this pass against each secret's own byte pattern.
  *
@@ -35,7 +36,7 @@
 #define HAVE_FAST 0
 #endif
 
-#define LETTERS_ABI 1 /* memkit/scan/plain.py checks it: a stale build is reported */
+#define LETTERS_ABI 2 /* memkit/scan/plain.py checks it: a stale build is reported */
 
 static unsigned char ALNUM[256], LETTER[256], DIGIT[256], HEX[256], TAGBODY[256], LOWER[256];
 static unsigned char CLS[256]; /* 0 other, 1 letter or digit, 2 may start a construct */
@@ -153,6 +154,31 @@ static Py_ssize_t count(const unsigned char *a, Py_ssize_t n, Py_ssize_t p, cons
     return k;
 }
 
+#define CONT(q) ((q) < n && (a[(q)] & 0xC0) == 0x80)
+
+/* The bytes of a tag's body from a[p]: at most 500 characters, each a UTF-8 sequence
+ * (lead byte and its continuation bytes) or any other byte alone, taken greedily, none
+ * an ASCII byte TAGBODY excludes (the possessive body of SEP_PATTERNS_BYTES' tag). */
+static Py_ssize_t tag_body(const unsigned char *a, Py_ssize_t n, Py_ssize_t p) {
+    Py_ssize_t q = p;
+    for (int k = 0; k < 500 && q < n; k++) {
+        unsigned char b = a[q];
+        if (b < 0x80) {
+            if (!TAGBODY[b])
+                break;
+            q += 1;
+        } else if (b >= 0xC2 && b <= 0xDF && CONT(q + 1))
+            q += 2;
+        else if (b >= 0xE0 && b <= 0xEF && CONT(q + 1) && CONT(q + 2))
+            q += 3;
+        else if (b >= 0xF0 && b <= 0xF4 && CONT(q + 1) && CONT(q + 2) && CONT(q + 3))
+            q += 4;
+        else
+            q += 1;
+    }
+    return q - p;
+}
+
 /* The construct that starts at a[p] (a[p] is '\\', '%', '&' or '<'): its end, or 0.
  * *tag: whether it is a tag. *next: where a caller resumes when there is none
  * (past a backslash run, whose inner bytes start nothing). */
@@ -206,8 +232,8 @@ static Py_ssize_t construct_at(const unsigned char *a, Py_ssize_t n, Py_ssize_t 
         name = p + 2;
     else
         return 0;
-    Py_ssize_t body = count(a, n, name + 1, TAGBODY, 501);
-    if (body <= 500 && AT(name + 1 + body) == '>') {
+    Py_ssize_t body = tag_body(a, n, name + 1);
+    if (AT(name + 1 + body) == '>') {
         *tag = 1;
         return name + 2 + body;
     }

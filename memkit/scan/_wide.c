@@ -15,10 +15,10 @@
  *    (`ranges`, a superset computed from the table) and is not 0x0000; a forced unit
  *    follows a '<' unit, whose bytes are 0x3C next to a NUL. So with h = "byte in the
  *    ranges", a unit whose high byte sits at q is in a run only if h[q] and a byte of
- *    q-1..q+1 is not NUL (the BE unit at q, the LE unit at q-1), or q is at most 1022
- *    bytes after a '<' unit's high byte of the same parity.
+ *    q-1..q+1 is not NUL (the BE unit at q, the LE unit at q-1), or q is less than
+ *    2 * reach bytes after a '<' unit's high byte of the same parity.
  *  - UTF-32: a unit in the table is at most 0x10FFFF (its high byte is NUL) and is not
- *    0; a forced one follows 3C 00 00 00 or 00 00 00 3C within 2048 bytes.
+ *    0; a forced one follows 3C 00 00 00 or 00 00 00 3C within 4 * reach bytes.
  *  - a run of `min_len` units of one reading covers `min_len` positions of one residue
  *    (mod 2 or 4) that pass the condition, at most 2 (4) bytes apart: stretches where
  *    no such chain exists are skipped (the positions of the other residues are filled
@@ -39,7 +39,7 @@
 #define HAVE_SSE2 0
 #endif
 
-#define WIDE_ABI 1 /* memkit/scan/encodings.py checks it: a stale build is reported */
+#define WIDE_ABI 2 /* memkit/scan/encodings.py checks it: a stale build is reported */
 static int best_how = 0; /* the fastest masks this CPU has (set at module init) */
 #define MAX_RANGES 16
 
@@ -487,7 +487,7 @@ typedef struct {
 /* The positions of word w (masks cur, neighbours prev and next) that pass the skip
  * tests, forced stretches included (f16/f32: per residue, the end of the stretch the
  * last '<' unit forces; updated here). */
-static void passing(Py_ssize_t w, const masks *prev, const masks *cur, const masks *next, Py_ssize_t *f16,
+static void passing(Py_ssize_t w, Py_ssize_t reach, const masks *prev, const masks *cur, const masks *next, Py_ssize_t *f16,
                     Py_ssize_t *f32, pass *out) {
     uint64_t valid = cur->valid;
     uint64_t nz = ~cur->z & valid, nzp = ~prev->z & prev->valid, nzn = ~next->z & next->valid;
@@ -498,7 +498,7 @@ static void passing(Py_ssize_t w, const masks *prev, const masks *cur, const mas
         while (ltu) {
             int i = ctz64(ltu);
             int cls = (int)((w + i) & 1);
-            if (w + i + 1024 > f16[cls]) f16[cls] = w + i + 1024;
+            if (w + i + 2 * reach > f16[cls]) f16[cls] = w + i + 2 * reach;
             ltu &= ltu - 1;
         }
         uint64_t z = cur->z, zn = next->z;
@@ -509,7 +509,7 @@ static void passing(Py_ssize_t w, const masks *prev, const masks *cur, const mas
         while (l32) {
             int i = ctz64(l32);
             int cls = (int)((w + i) & 3);
-            if (w + i + 2048 > f32[cls]) f32[cls] = w + i + 2048;
+            if (w + i + 4 * reach > f32[cls]) f32[cls] = w + i + 4 * reach;
             l32 &= l32 - 1;
         }
     }
@@ -534,12 +534,12 @@ static void scan_all(ctx *c, const classifier *cl) {
     pass p1, p2;                         /* words k, k+1 */
     MASKS(c->a + lo, (int)(hi - lo < 64 ? hi - lo : 64), &m1);
     MASKS(c->a + lo + 64, (int)(hi - lo - 64 < 64 ? hi - lo - 64 : 64), &m2);
-    passing(lo, &m0, &m1, &m2, f16, f32, &p1);
+    passing(lo, c->reach, &m0, &m1, &m2, f16, f32, &p1);
     for (Py_ssize_t k = 0; k < nw && !c->err; k++) {
         Py_ssize_t w = lo + 64 * k;
         Py_ssize_t w3 = w + 128;
         MASKS(c->a + w3, (int)(hi - w3 < 64 ? hi - w3 : 64), &m3);
-        passing(w + 64, &m1, &m2, &m3, f16, f32, &p2);
+        passing(w + 64, c->reach, &m1, &m2, &m3, f16, f32, &p2);
         uint64_t r = chains(p1.p16, p2.p16, n16, 2);
         while (r) {
             int i = ctz64(r);

@@ -12,7 +12,7 @@ escapes and entities; every character within an HTML tag or comment).
 :func:`alphabet_of` builds that set as a lookup table over code points (from
 :mod:`memkit.scan.matching`'s own tables, so it is the matcher's definition, not a copy of
 it). A *run* of a reading is a maximal sequence of its code units that are in the
-table or within 512 units after a ``<`` unit; only runs of at least ``min_len`` units
+table or within 1,024 units after a ``<`` unit; only runs of at least ``min_len`` units
 (the fewest a copy of any secret takes) are decoded and matched. The table errs on the
 side of too many characters: a run it lets through is matched exactly; a code unit it
 excludes can never be part of a match (``tests/test_coverage.py`` holds the wide
@@ -27,9 +27,9 @@ necessary condition on bytes, checked on 64 at a time):
   among them, so a copy of an ASCII secret needs a NUL, or a byte such as a space or
   digit, at every other byte) and is not ``0x0000``; so the position of its high byte
   holds such a byte with a byte other than NUL beside it. A unit forced by a ``<``
-  follows a ``<`` unit (``3C 00`` or ``00 3C``) within 1024 bytes.
+  follows a ``<`` unit (``3C 00`` or ``00 3C``) within 2,048 bytes.
 * **UTF-32**: a unit in the table is at most ``0x10FFFF`` (its high byte is NUL) and is
-  not 0; a forced one follows ``3C 00 00 00`` or ``00 00 00 3C`` within 2048 bytes.
+  not 0; a forced one follows ``3C 00 00 00`` or ``00 00 00 3C`` within 4,096 bytes.
   Text without NUL bytes therefore holds no UTF-32 run at all.
 * A run of ``min_len`` units covers ``min_len`` positions of one residue (mod 2 or 4)
   that pass, one unit apart: where no such chain starts, nothing is read unit by unit.
@@ -67,7 +67,7 @@ import memkit.scan._wide as _wide  # the compiled pass (a module of this package
 from memkit.scan.engine import single_engine
 from memkit.scan.matching import SecretMatcher
 
-if getattr(_wide, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/scan/_wide.c
+if getattr(_wide, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_wide.c
     raise ImportError(f"memkit.scan._wide at {_wide.__file__} is an old build: reinstall memkit "
                       "(`make setup`, or `pip install -e .`)")
 
@@ -79,9 +79,10 @@ WIDE_ENCODINGS: tuple[tuple[str, int], ...] = (
 """(codec, code unit width in bytes) of every wide encoding searched."""
 
 _MAX_CP = 0x110000
-_TAG_REACH = 512
+_TAG_REACH = 1024
 """Code units after a ``<`` that an HTML tag or comment separator may span (the
-matcher's tag and comment patterns stop after 500 characters)."""
+matcher's tag and comment patterns stop after 500 characters: up to 1,000 UTF-16 units
+where they are astral, and the tag's own)."""
 _WINDOW_BYTES = 16 << 20
 """Bytes read per window (module doc)."""
 

@@ -132,9 +132,9 @@ between two consecutive characters of a copy. Bounding the run bounds a copy's l
 (:attr:`SecretMatcher.max_bytes`), which makes matching linear-time and lets a stream
 be scanned in chunks with a fixed overlap."""
 
-MAX_SEPARATOR_BYTES = 512
+MAX_SEPARATOR_BYTES = 2008
 """An upper bound on the UTF-8 length of one separator (the longest: an HTML comment
-of 500 characters, 507 bytes)."""
+of 500 characters of 4 bytes each, 2,007 bytes)."""
 
 MAX_SPELLING_BYTES = 320
 """An upper bound on the UTF-8 length of one character's spelling. The longest: a

@@ -35,7 +35,7 @@ import numpy as np
 
 import memkit.scan._letters as _letters  # the compiled pass (a module of this package)
 
-if getattr(_letters, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/scan/_letters.c
+if getattr(_letters, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_letters.c
     raise ImportError(f"memkit.scan._letters at {_letters.__file__} is an old build: reinstall memkit "
                       "(`make setup`, or `pip install -e .`)")
 

@@ -16,7 +16,7 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["BACKSLASHES", "BREAKER_BYTES", "SEP_PATTERNS", "alnum_fold", "byte_alternatives", "char_chars",
+__all__ = ["BACKSLASHES", "BREAKER_BYTES", "SEP_PATTERNS", "SEP_PATTERNS_BYTES", "alnum_fold", "byte_alternatives", "char_chars",
            "char_spellings", "decomposed", "encoded_forms", "escapes",
            "fold", "multi_char_pattern", "sep_bytes", "sep_bytes_plain", "sep_text", "skeleton", "spelling_tables",
            "spellings", "variants_table"]
@@ -300,6 +300,21 @@ spelling starts, see :func:`matcher`). A tag or comment holds no control charact
 other than whitespace and ESC (binary bytes end it), so no copy holds a byte of
 :data:`BREAKER_BYTES`."""
 
+_UTF8_UNIT = r"|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}|[\x80-\xff]"
+"""The byte form of one non-ASCII character of a tag or comment body: a UTF-8 sequence,
+or any other byte alone (first alternative first, so the parse is the greedy one)."""
+
+SEP_PATTERNS_BYTES = [
+    SEP_PATTERNS[0],
+    r"<!--(?:(?!-->)(?:[\x09-\x0d\x1b\x20-\x7e]" + _UTF8_UNIT + r")){0,500}+-->",
+    r"</?[A-Za-z](?:[\x09-\x0d\x1b\x20-\x3b\x3d\x3f-\x7e]" + _UTF8_UNIT + r"){0,500}+>",
+    *SEP_PATTERNS[3:],
+]
+""":data:`SEP_PATTERNS` over UTF-8 bytes: the same constructs, a tag's or comment's
+body counted in characters (UTF-8 sequences), as the text patterns count it, not in
+bytes (500 CJK characters are 1,500 bytes), so a byte scan finds whatever a text scan
+finds. The count is possessive: a body of more than 500 characters ends no tag."""
+
 
 @lru_cache(maxsize=1)
 def sep_text() -> str:
@@ -320,7 +335,7 @@ def _ascii_seps() -> bytes:
 def sep_bytes() -> bytes:
     # Any non-ASCII UTF-8 character may separate in bytes (a superset of the text
     # separators, so a byte scan finds whatever text finds).
-    return (b"(?:" + "|".join(SEP_PATTERNS).encode() + b"|[" + _ascii_seps()
+    return (b"(?:" + "|".join(SEP_PATTERNS_BYTES).encode() + b"|[" + _ascii_seps()
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
 
@@ -328,7 +343,7 @@ def sep_bytes() -> bytes:
 def sep_bytes_plain() -> bytes:
     """:func:`sep_bytes` less the separators that are window tokens (ANSI codes and
     comments, :data:`WINDOW_TOKENS`), in the same order (:func:`plain_match`)."""
-    return (b"(?:" + "|".join(SEP_PATTERNS[2:]).encode() + b"|[" + _ascii_seps()
+    return (b"(?:" + "|".join(SEP_PATTERNS_BYTES[2:]).encode() + b"|[" + _ascii_seps()
             + b"]|[\xc2-\xf4][\x80-\xbf]{1,3})")
 
 

@@ -57,13 +57,16 @@ _JSON_PAIR = re.compile(rb"\\u([Dd][89ABab][0-9A-Fa-f]{2})\\+u([Dd][C-Fc-f][0-9A
 _UTF8 = re.compile(rb"[\xc2-\xf4][\x80-\xbf]{1,3}")
 _COVER = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]"
-    rb"|<!--(?:(?!-->)[^\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]){0,500}-->"
-    rb"|</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]{0,500}>"
+    rb"|<!--(?:(?!-->)[^\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]){0,2000}-->"
+    rb"|</?[A-Za-z][^<>\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]{0,2000}>"
     rb"|&(?:#[xX][0-9A-Fa-f]{1,16};?|#[0-9]{1,16};?|[A-Za-z][A-Za-z0-9]{0,31};?)"
     rb"|(?:%[0-9A-Fa-f]{2})+"
     rb"|\\+(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[ntrbfv0/'\"])")
-"""Every encoded construct of the byte pattern at its longest (:meth:`TokenWindows.events`):
-its letters and digits may be read as a separator, so they are *special*."""
+"""Every encoded construct of the byte pattern at its longest, or longer
+(:meth:`TokenWindows.events`): its letters and digits may be read as a separator, so they
+are *special*. A tag's or comment's body is at most 500 characters
+(:data:`~memkit.scan.spellings.SEP_PATTERNS_BYTES`), so at most 2,000 bytes: a byte class
+bounded there covers every one, and more (a superset only names more)."""
 _SPECIAL_LUT = np.zeros(256, dtype=bool)
 _SPECIAL_LUT[[0x1B, ord("<"), ord("&"), ord("%"), ord("\\")]] = True
 _SPECIAL_CODE = np.zeros(256, dtype=np.uint8)
