@@ -392,12 +392,17 @@ class Scanner:
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
         from memkit.residue.values import scan_values, strings_in
+        from memkit.scan.json_escapes import decoding_adds_nothing
 
         if len(data) > _JSON_DECODE_MAX:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
                                      "JSON (its bytes were matched)")
             return
         raw = bytes(data)
+        if raw.isascii() and decoding_adds_nothing([raw.decode("ascii")])[0]:
+            # nothing the raw reading (which found no copy) did not read: memkit.scan.json_escapes
+            cov.decoders.append("json")
+            return
         try:
             docs = [json.loads(raw)]
         except (ValueError, RecursionError):

@@ -68,6 +68,7 @@ def scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, 
     order, for many values at once: one scan engine pass over every text of a level
     (:func:`memkit.scan.multi.may_hold`) names those that may hold a copy, and only
     those are matched, instead of one matcher call per text."""
+    from memkit.scan.json_escapes import decoding_adds_nothing
     from memkit.scan.multi import may_hold
 
     order: list[Any] = []
@@ -90,14 +91,21 @@ def scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, 
     level = texts
     while level:
         docs: list[tuple[_Text, Any, list[str]]] = []  # (node, its JSON decoded, the strings that holds)
+        json_texts: list[_Text] = []
         for node, may in zip(level, may_hold(m, [n.text for n in level]), strict=True):
             node.spans = m.spans(node.text) if may else []
             if not node.spans and node.depth < 4 and node.text[:1] in "[{\"":
-                try:
-                    decoded = json.loads(node.text)
-                except (ValueError, RecursionError):
-                    continue
-                docs.append((node, decoded, json_strings(decoded)))
+                json_texts.append(node)
+        # a text none of whose escapes can hide a copy needs no decoding (the proof:
+        # memkit.scan.json_escapes)
+        for node, proven in zip(json_texts, decoding_adds_nothing([n.text for n in json_texts]), strict=True):
+            if proven:
+                continue
+            try:
+                decoded = json.loads(node.text)
+            except (ValueError, RecursionError):
+                continue
+            docs.append((node, decoded, json_strings(decoded)))
         # the strings of one document joined (by NUL, as may_hold joins texts): a document
         # none of whose strings may hold a copy needs no record per string, only its
         # strings that are JSON again (read at the next level)
