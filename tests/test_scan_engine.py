@@ -52,6 +52,11 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
+_LINEAR_BOUND = 6.0
+"""time(4n) / time(n) a linear scan stays under: 4 ideally, 16 for a quadratic one; a
+loaded 2-core machine measured 5.3 once with the scan unchanged."""
+
+
 def _ratio(make, run, n: int) -> float:
     """time(4n) / time(n): CPU time of this thread (other processes on a loaded machine
     do not count), the size doubled until the small run takes 20 ms (timer noise), each
@@ -83,10 +88,11 @@ def test_adversarial_families_scale_linearly(family):
     ratios = {}
     for name, (mk, run) in runs.items():
         r = _ratio(mk, run, n)
-        if r > 5.0:  # a shared machine: a ratio above the bound is measured again, the better kept
-            r = min(r, _ratio(mk, run, n))
+        for _ in range(2):  # a shared machine: a ratio above the bound is measured again, the best kept
+            if r > _LINEAR_BOUND:
+                r = min(r, _ratio(mk, run, n))
         ratios[name] = r
-    assert all(r <= 5.0 for r in ratios.values()), ratios
+    assert all(r <= _LINEAR_BOUND for r in ratios.values()), ratios
     assert not m.search(make(n)) and not engine.scan_bytes(make(n).encode())
 
 
