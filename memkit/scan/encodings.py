@@ -339,7 +339,7 @@ def prepare(m: Any) -> None:
 def _window(buf: Any, m: Any, r0: int, r1: int, own0: int, own1: int,
             out: list[tuple[bool, int, WideSpan]]) -> None:
     """Copies in the runs of ``buf[r0:r1]`` that start in ``[own0, own1)``."""
-    from memkit.scan.matching import BREAKERS_AS_SPACES
+    from memkit.scan.multi import text_bytes
 
     secrets = _secrets_of(m)
     t16, t32, high, spell = _tables_for(secrets)
@@ -361,8 +361,8 @@ def _window(buf: Any, m: Any, r0: int, r1: int, own0: int, own1: int,
     multi: set[int] = set()
     if folding:
         ends = [u0[j] + len(joined) - u0[j] if j + 1 == len(u0) else u0[j + 1] for j in folding]
-        folded = [joined[u0[j]:e - 1].decode("utf-8").translate(fold).translate(BREAKERS_AS_SPACES)
-                  .encode("utf-8", "surrogatepass") for j, e in zip(folding, ends, strict=True)]
+        folded = [text_bytes(joined[u0[j]:e - 1].decode("utf-8").translate(fold))
+                  for j, e in zip(folding, ends, strict=True)]
         starts = np.cumsum([0] + [len(f) + 1 for f in folded]).tolist()
         for s, *_ in byte_spans(m, b"\0".join(folded)):
             multi.add(folding[bisect.bisect_right(starts, s) - 1])

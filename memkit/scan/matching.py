@@ -106,6 +106,7 @@ __all__ = [
     "contains_secret",
     "matcher",
     "max_copy_bytes",
+    "merge_copies",
     "plain_match",
     "prefilter_pattern",
     "redact_json",
@@ -122,7 +123,8 @@ __all__ = [
 BREAKERS_AS_SPACES = {c: " " for c in [*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]}
 """The control characters a text pattern reads as separators and the byte pattern as
 breakers (:data:`memkit.scan.matching.BREAKER_BYTES`), as spaces: one separator each in
-both patterns."""
+both patterns. A space may extend a tag, comment or ANSI code the control ended:
+:func:`memkit.scan.multi.text_bytes` writes the text for the byte pattern."""
 
 
 
@@ -153,6 +155,20 @@ def _run(sep: Any, nxt: Any) -> Any:
     if isinstance(sep, bytes):
         return b"(?>(?:(?!" + nxt + b")" + sep + b"){0,%d})" % MAX_SEPARATORS
     return "(?>(?:(?!" + nxt + ")" + sep + f"){{0,{MAX_SEPARATORS}}})"
+
+
+def merge_copies(found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """``(start, end, kind)`` copies in order, overlapping ones merged into one (``exact``
+    only where an exact copy and its merged span coincide): what
+    :meth:`SecretMatcher.spans` reports of the copies it found."""
+    out: list[tuple[int, int, str]] = []
+    for s, e, kind in sorted(found):
+        if out and s < out[-1][1]:
+            ps, pe, pk = out[-1]
+            out[-1] = (ps, max(pe, e), "exact" if "exact" in (pk, kind) and (ps, pe) == (s, e) else pk)
+        else:
+            out.append((s, e, kind))
+    return out
 
 
 @dataclass(frozen=True)
@@ -294,14 +310,7 @@ class SecretMatcher:
         found += [(m.start(), m.end(), "exact") for m in re.finditer(re.escape(self.secret), text)]
         if multi_char_pattern().search(text) is not None:
             found += self._folded_spans(text)
-        out: list[tuple[int, int, str]] = []
-        for s, e, kind in sorted(found):
-            if out and s < out[-1][1]:
-                ps, pe, pk = out[-1]
-                out[-1] = (ps, max(pe, e), "exact" if "exact" in (pk, kind) and (ps, pe) == (s, e) else pk)
-            else:
-                out.append((s, e, kind))
-        return out
+        return merge_copies(found)
 
     def _folded_spans(self, text: str) -> list[tuple[int, int, str]]:
         """Copies written with characters that fold to several (``Straße`` for

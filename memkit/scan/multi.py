@@ -3,27 +3,68 @@ scanner, forget and the LLM cache call when they look for many secrets at once),
 how a report shows a secret (:func:`mask_secret`).
 
 Bytes go through :class:`memkit.scan.engine.ScanEngine`; a text (a stored value, a
-cache entry) is prefiltered by the same engine over its UTF-8 bytes (the byte pattern
-accepts every copy the text pattern accepts, once the control characters the byte
-pattern treats as breakers are read as spaces) and confirmed by each named secret's
-matcher: linear in the text and in the number of secrets named, never per secret per
-byte.
+cache entry) is prefiltered by the same engine over its UTF-8 bytes as
+:func:`text_bytes` writes them (the byte pattern then accepts every copy the text
+pattern accepts) and confirmed by each named secret's matcher: linear in the text and
+in the number of secrets named, never per secret per byte. An ASCII text with no
+control character is confirmed by the engine alone (:meth:`MultiMatcher.spans`).
+``tests/test_scan_multi.py`` holds both to each secret's own text pattern.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from memkit.scan.engine import ScanEngine, single_engine
-from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher
+from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
+from memkit.scan.spellings import SEP_PATTERNS_BYTES
 
-__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold"]
+__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold", "text_bytes"]
 
 _BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in BREAKERS_AS_SPACES else c for c in range(256))
 """:data:`BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
+
+_BREAKERS = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+_OPENERS = re.compile(rb"[<\x1b]")
+_CONSTRUCTS = re.compile("|".join(f"(?:{p})" for p in SEP_PATTERNS_BYTES[:3]).encode())
+"""The separators whose body a space may extend (ANSI codes, comments, tags), as the
+byte pattern tries them at an opener."""
+
+
+def text_bytes(text: str) -> bytes:
+    """``text`` in UTF-8 as the byte pattern must read it to accept every copy the text
+    pattern accepts in ``text`` (the prefilter of :meth:`MultiMatcher.candidates` and
+    :func:`may_hold`).
+
+    The text pattern reads a control character the byte pattern breaks at
+    (:data:`~memkit.scan.matching.BREAKERS_AS_SPACES`) as one separator that no tag,
+    comment or ANSI code holds; the byte pattern has no such byte. So each is written as
+    a space (one separator in both), and each ``<`` or ESC whose construct would, in
+    these bytes, hold one of those spaces is written as ``(`` (a separator that opens
+    nothing): in the text that opener opens nothing either, and in the bytes its
+    construct, one atomic separator, could swallow a letter the copy reads. Openers are
+    judged from the last, so each sees the bytes after it as they will be read (a
+    ``<`` written as ``(`` no longer ends a tag begun before it)."""
+    data = text.encode("utf-8", "surrogatepass")
+    spaced = data.translate(_BREAKER_BYTES_AS_SPACES)
+    if spaced == data:
+        return data
+    openers = [m.start() for m in _OPENERS.finditer(data)]
+    if not openers:
+        return spaced
+    breakers = [m.start() for m in _BREAKERS.finditer(data)]
+    out = bytearray(spaced)
+    for q in reversed(openers):
+        m = _CONSTRUCTS.match(out, q)
+        if m is not None:
+            k = bisect.bisect_left(breakers, q)
+            if k < len(breakers) and breakers[k] < m.end():
+                out[q] = 0x28
+    return bytes(out)
 
 
 class _MultiMask:
@@ -63,9 +104,8 @@ class MultiMatcher:
         """Indices of the secrets that may have a copy in ``text`` (a superset): those
         the scan engine finds in the text's UTF-8 bytes, and in those of the text with
         characters that fold to several (``ß`` -> ``ss``) folded, as
-        :meth:`SecretMatcher.spans` reads it; control characters the byte pattern
-        does not read as separators are read as spaces (the text pattern's
-        separators)."""
+        :meth:`SecretMatcher.spans` reads it; each read as :func:`text_bytes`
+        writes it."""
         from memkit.scan.matching import multi_char_pattern, spelling_tables
 
         forms = [text]
@@ -74,8 +114,7 @@ class MultiMatcher:
             forms.append("".join(multi.get(ch, ch) for ch in text))
         named: set[int] = set()
         for form in forms:
-            named.update(self.engine.scan_bytes(
-                form.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)))
+            named.update(self.engine.scan_bytes(text_bytes(form)))
         return sorted(named)
 
     def search(self, text: str) -> bool:
@@ -83,7 +122,25 @@ class MultiMatcher:
         return any(self.engine._entry(i).matcher.search(text) for i in self.candidates(text))
 
     def spans(self, text: str) -> list[tuple[int, int, str, int]]:
-        """``(start, end, kind, index)`` of every copy of every secret in ``text``."""
+        """``(start, end, kind, index)`` of every copy of every secret in ``text``: each
+        secret's :meth:`SecretMatcher.spans`.
+
+        An ASCII text with no control character the byte pattern breaks at is read by
+        the scan engine alone, with no secret's text pattern compiled (tens of ms each,
+        in every process): over such a text the byte pattern is the text pattern (the
+        same ASCII alternatives, in an order that agrees wherever two match at one
+        offset; the same separators, since the byte pattern's non-ASCII ones cannot
+        match; the same constructs, their bodies counted alike), and :meth:`SecretMatcher.spans`
+        adds to the pattern's copies only the secret as given (added here too, then
+        merged alike) and a folded reading that needs a non-ASCII character."""
+        if text.isascii():
+            data = text.encode("ascii")
+            if data.translate(_BREAKER_BYTES_AS_SPACES) == data:
+                out: list[tuple[int, int, str, int]] = []
+                for i, found in self.engine.scan_bytes(data).items():
+                    given = [(m.start(), m.end(), "exact") for m in re.finditer(re.escape(self.secrets[i]), text)]
+                    out += [(s, e, k, i) for s, e, k in merge_copies([*found, *given])]
+                return sorted(out)
         out = [(s, e, k, i) for i in self.candidates(text)
                for s, e, k in self.engine._entry(i).matcher.spans(text)]
         return sorted(out)
@@ -159,11 +216,9 @@ def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
         db.scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(bisect.bisect_right(starts, b - 1) - 1))
         return [indices[j] for j in sorted(holding)]
 
-    folding = scan(list(range(len(texts))),
-                   [t.encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES) for t in texts], True)
+    folding = scan(list(range(len(texts))), [text_bytes(t) for t in texts], True)
     if folding:
-        scan(folding, [texts[i].translate(fold).encode("utf-8", "surrogatepass").translate(_BREAKER_BYTES_AS_SPACES)
-                       for i in folding], False)
+        scan(folding, [text_bytes(texts[i].translate(fold)) for i in folding], False)
     return out
 
 
