@@ -175,8 +175,11 @@ def skeleton(secret: str) -> str:
     return out
 
 
-def decomposed(ch: str) -> set[str]:
-    """Multi-code-point spellings of ``ch`` (NFD / NFKD and their case variants)."""
+@lru_cache(maxsize=1 << 16)
+def decomposed(ch: str) -> frozenset[str]:
+    """Multi-code-point spellings of ``ch`` (NFD / NFKD and their case variants);
+    cached: every pattern built for a character asks for those of each of its
+    spellings."""
     out = set()
     for form in ("NFD", "NFKD"):
         for c in (ch, ch.upper(), ch.lower()):
@@ -185,7 +188,7 @@ def decomposed(ch: str) -> set[str]:
             # expansion such as "⒐" -> "9." whose punctuation is no part of the character
             if len(d) > 1 and all(unicodedata.category(x).startswith("M") for x in d[1:]):
                 out.add(d)
-    return out
+    return frozenset(out)
 
 
 def _hexdigits(cp: int) -> str:
