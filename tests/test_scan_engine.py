@@ -307,6 +307,19 @@ def test_unit_keys_are_the_secrets_characters_with_their_own_spellings():
             assert m.match_at(data, pos, len(data)) == (None if r is None else r.end())
 
 
+def test_unit_by_unit_reading_takes_sixteen_separators_and_no_more():
+    """A run of up to 16 separators (characters or constructs) between two characters is
+    read whole, a 17th ends the copy: as the compiled pattern reads it."""
+    m = matcher("Xq-7")
+    units = [b" ", b"<b>", b"&amp;", b"%2D", b"\\n", b"\xe2\x80\x94", b"<!-- c -->"]
+    for n in (15, 16, 17):
+        for k in range(len(units)):
+            data = b"X" + b"".join(units[(k + i) % len(units)] for i in range(n)) + b"q-7"
+            r = m.bytes.match(data, 0)
+            assert m.match_at(data, 0, len(data)) == (None if r is None else r.end()), (n, data)
+            assert (r is not None) == (n <= 16)
+
+
 def test_no_spelling_is_longer_than_the_bound():
     """MAX_SPELLING_BYTES bounds every character's spelling: over every letter or digit
     of Unicode that is its own skeleton, each character that spells it and each of its

@@ -214,10 +214,10 @@ class SecretMatcher:
     def match_at(self, data: Any, pos: int, endpos: int) -> int | None:
         """Where :attr:`bytes` matches at ``pos`` in ``data[:endpos]`` (the end of
         ``self.bytes.match(data, pos, endpos)``, or ``None``), read unit by unit from
-        per-character patterns shared by every secret (:func:`_unit`, :func:`_run_after`)
-        instead of compiling the secret's own pattern (tens of ms): the scan engine
-        confirms a few candidates per secret, and each process would compile each
-        secret it meets.
+        per-character patterns shared by every secret (:func:`_unit`, and one pattern of
+        the separators, :func:`_separator`) instead of compiling the secret's own
+        pattern (tens of ms): the scan engine confirms a few candidates per secret, and
+        each process would compile each secret it meets.
 
         The byte pattern is ``U1 R2 U2 ... Rm Um``: ``Uj`` an alternation of the
         spellings of character ``j`` (:func:`~memkit.scan.spellings.byte_alternatives`),
@@ -225,16 +225,30 @@ class SecretMatcher:
         atomic, so the regex engine backtracks only into the units: the alternatives of
         each, in order, and within an entity whether it took its optional ``;``. This
         reads the same paths in the same order (depth first), and remembers which
-        ``(unit, offset)`` fail, so it returns the regex engine's match. Secrets whose
-        pattern is not one unit per character use the compiled pattern.
+        ``(unit, offset)`` fail, so it returns the regex engine's match. A run,
+        ``(?>(?:(?!Uj)S){0,16})``, is read as the regex engine reads it: up to 16 times,
+        stop where ``Uj`` matches, else take the separator ``S`` matches (its first
+        alternative that does: what follows a separator inside the run always
+        succeeds, so the engine never tries another), else stop. Secrets whose pattern
+        is not one unit per character use the compiled pattern.
         """
         if not self.steps or len(self.steps) > 400:
             m = self.bytes.match(data, pos, endpos)
             return None if m is None else m.end()
         units = [_unit(c, own) for c, own in self.steps]
-        runs = [None] + [_run_after(c, own) for c, own in self.steps[1:]]
+        separator = _separator()
         last = len(units) - 1
         failed: set[tuple[int, int]] = set()
+
+        def run(j: int, p: int) -> int:
+            for _ in range(MAX_SEPARATORS):
+                if next(ends(j, p), None) is not None:
+                    break
+                m = separator.match(data, p, endpos)
+                if m is None:
+                    break
+                p = m.end()
+            return p
 
         def ends(j: int, p: int) -> Iterator[int]:
             if p >= endpos:
@@ -258,8 +272,7 @@ class SecretMatcher:
             for q in ends(j, p):
                 if j == last:
                     return q
-                run = runs[j + 1].match(data, q, endpos)  # type: ignore[union-attr]  # {0,16}: always matches
-                done = read(j + 1, run.end())
+                done = read(j + 1, run(j + 1, q))
                 if done is not None:
                     return done
             failed.add((j, p))
@@ -453,9 +466,9 @@ def unit_keys(secret: str) -> tuple[tuple[str, frozenset[str]], ...]:
 def prepare_units(keys: list[tuple[str, frozenset[str]]]) -> None:
     """Compile the per-character patterns of :meth:`SecretMatcher.match_at` for these
     :func:`unit_keys` now (a worker process about to confirm copies)."""
+    _separator()
     for c, own in keys:
         _unit(c, own)
-        _run_after(c, own)
 
 
 @lru_cache(maxsize=4096)
@@ -478,11 +491,11 @@ def _compiled(source: str) -> re.Pattern[bytes]:
     return re.compile(source.encode("ascii"))
 
 
-@lru_cache(maxsize=4096)
-def _run_after(c: str, own: frozenset[str]) -> re.Pattern[bytes]:
-    """The byte pattern's separator run before a unit of ``c``, compiled once for every
-    secret with that character."""
-    return re.compile(_run(sep_bytes(), char_spellings(c, own)[1]))
+@lru_cache(maxsize=1)
+def _separator() -> re.Pattern[bytes]:
+    """One separator of the byte pattern (:func:`~memkit.scan.spellings.sep_bytes`),
+    compiled once: :meth:`SecretMatcher.match_at` reads each run with it."""
+    return re.compile(sep_bytes())
 
 
 WINDOW_TOKENS: tuple[bytes, ...] = (

@@ -281,6 +281,7 @@ def escapes(chars: frozenset[str], own: frozenset[str]) -> tuple[str, ...]:
     return tuple(escs)
 
 
+@lru_cache(maxsize=4096)
 def char_spellings(c: str, own: frozenset[str] = frozenset()) -> tuple[str, bytes]:
     """:func:`spellings` of skeleton character ``c`` (every code point that folds to it,
     and the secret's own characters ``own`` that do)."""
