@@ -94,30 +94,10 @@ from memkit.scan.spellings import (
     variants_table,
 )
 
-__all__ = [
-    "BREAKERS_AS_SPACES",
-    "BREAKER_BYTES",
-    "TOKEN_MAX_BYTES",
-    "WINDOW_TOKENS",
-    "alnum_fold",
-    "escaped_spellings",
-    "fewest_spellings",
-    "SecretMatcher",
-    "contains_secret",
-    "matcher",
-    "max_copy_bytes",
-    "merge_copies",
-    "plain_match",
-    "prefilter_pattern",
-    "redact_json",
-    "redact_text",
-    "secret_bytes_regex",
-    "scalar_text",
-    "secret_regex",
-    "skeleton",
-    "spelling_points",
-]
-
+__all__ = ["BREAKERS_AS_SPACES", "BREAKER_BYTES", "TOKEN_MAX_BYTES", "WINDOW_TOKENS", "alnum_fold",
+           "escaped_spellings", "fewest_spellings", "SecretMatcher", "contains_secret", "matcher",
+           "max_copy_bytes", "merge_copies", "plain_match", "prefilter_pattern", "redact_json", "redact_text",
+           "secret_bytes_regex", "scalar_text", "secret_regex", "skeleton", "spelling_points"]
 
 
 BREAKERS_AS_SPACES = {c: " " for c in [*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]}
