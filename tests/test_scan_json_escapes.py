@@ -34,6 +34,9 @@ HIDDEN = [
     '{"a": "STRA\\u00DFE-41"}',
     '[1e5]',                                                            # read as 100000.0
     '{"n": 1.00000e5}',
+    '"[\\n1e5]"',                                                     # JSON in a string: the number
+    '{"a": "{\\"k\\":\\t1E5}"}',                                  # after escaped whitespace
+    '["[\\r\\n10e4]"]',
 ]
 
 
@@ -101,7 +104,8 @@ def _value(rng: random.Random, depth: int, p: float) -> str:
     if kind in (2, 3):
         return _literal(rng, _string(rng), p)
     if kind == 4:
-        return "[" + ", ".join(_value(rng, depth + 1, p) for _ in range(rng.randrange(1, 4))) + "]"
+        return "[" + rng.choice(["", "\n"]) + rng.choice([", ", ",\n", ",\t"]).join(
+            _value(rng, depth + 1, p) for _ in range(rng.randrange(1, 4))) + "]"  # whitespace JSON allows
     if kind == 5:
         return "{" + ", ".join(f"{_literal(rng, _string(rng), p)}: {_value(rng, depth + 1, p)}"
                                for _ in range(rng.randrange(1, 4))) + "}"

@@ -35,7 +35,8 @@ pattern (:attr:`memkit.scan.matching.SecretMatcher.text`) accepts in ``S`` it ac
    body is bounded in characters, and escapes lengthen it.
 4. ``T`` holds no number with a fraction or an exponent, nor ``NaN`` or ``Infinity``:
    :func:`json.loads` rewrites those (``1e5`` is read as ``100000.0``); an integer reads
-   as its own digits.
+   as its own digits. In JSON inside a string the whitespace before a number may be an
+   escape (``"[\\n1e5]"``), so a number after ``\\n``, ``\\t`` or ``\\r`` counts too.
 
 Copies the raw reading finds are found by the raw reading; those of ``S`` are
 therefore among them, and where the raw text holds none, neither does any decoded
@@ -55,8 +56,9 @@ from typing import Any
 __all__ = ["decoding_adds_nothing", "harmless"]
 
 _UNPROVEN = [
-    rb"[^0-9A-Za-z][0-9]+(?:\.[0-9]|[eE][+-]?[0-9])",  # a fraction or exponent (a digit of
-    rb"NaN|Infinity",                                   # an escape follows a letter or digit)
+    rb"[^0-9A-Za-z][0-9]+(?:\.[0-9]|[eE][+-]?[0-9])",  # a fraction or exponent (not an escape's hex)
+    rb"\\[ntr][0-9]+(?:\.[0-9]|[eE][+-]?[0-9])",      # one after escaped whitespace (JSON in a string)
+    rb"NaN|Infinity",                                   # constants the decoder reads as numbers
     rb"\\\\",                                           # an escaped backslash
     rb"<[^<>\\\x00]*\\",                                # an escape in a tag's body
     rb"<!--[^\x00]*\\|\\[^\x00]*<!--",                  # an escape beside a comment
