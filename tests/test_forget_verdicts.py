@@ -106,9 +106,15 @@ def test_a_key_store_without_the_keys_never_reads_as_shredded(tmp_path, embedder
         report = scan(tmp_path / "store", S, keystore=wrong, embedder=embedder)
         assert not report.clean and report.verdict == "incomplete"
         assert "neither holds nor destroyed" in " ".join(report.unchecked["text_raw"])
-        # the store itself refuses to read records as gone
-        with pytest.raises(KeyMissing):
-            TieredMemoryStore(tmp_path / "store", keystore=wrong, embedder=embedder).chunks()
+        # the store itself refuses to read records as gone; closed before the next scan:
+        # an open store's chroma writes HNSW files whose slack holds this process's heap
+        # (the secret, decrypted by the first scan), zeroed on close
+        opened = TieredMemoryStore(tmp_path / "store", keystore=wrong, embedder=embedder)
+        try:
+            with pytest.raises(KeyMissing):
+                opened.chunks()
+        finally:
+            opened.close()
 
 
 
