@@ -104,7 +104,7 @@ def test_a_key_store_without_the_keys_never_reads_as_shredded(tmp_path, embedder
     assert scan(tmp_path / "store", S, keystore=KeyStore(tmp_path / "keys"), embedder=embedder).total == 1
     for wrong in (KeyStore(tmp_path / "other-keys"), KeyStore()):
         report = scan(tmp_path / "store", S, keystore=wrong, embedder=embedder)
-        assert not report.clean and report.verdict == "incomplete"
+        assert not report.clean and report.verdict == "incomplete", {s: h for s, h in report.surfaces.items() if h}
         assert "neither holds nor destroyed" in " ".join(report.unchecked["text_raw"])
         # the store itself refuses to read records as gone; closed before the next scan:
         # an open store's chroma writes HNSW files whose slack holds this process's heap
