@@ -379,6 +379,40 @@ def test_stress_full_purge_leaves_no_copy_even_with_the_secret_in_the_heap(tmp_p
     assert len(alive) == 500
 
 
+def test_copies_in_hnsw_slack_are_counted_and_named_as_heap_bytes(tmp_path):
+    """chromadb's own client (another process) writes an HNSW index of 8 elements; the
+    secret is then written into one element's vector bytes and into the bytes past the
+    elements (where hnswlib leaves heap memory). Both are copies; only the second is named
+    as bytes past the elements (offsets from hnswlib's header layout, read here)."""
+    import struct
+
+    code = (
+        "import chromadb\n"
+        "from chromadb.config import Settings\n"
+        f"c = chromadb.PersistentClient(path={str(tmp_path / 'db')!r}, settings=Settings(anonymized_telemetry=False))\n"
+        "col = c.create_collection('notes', embedding_function=None,"
+        " configuration={'hnsw': {'sync_threshold': 2, 'batch_size': 2}})\n"
+        "col.add(ids=[f'r{i}' for i in range(8)], embeddings=[[float(i + 1)] * 64 for i in range(8)],"
+        " documents=[f'note {i}' for i in range(8)])\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    [header] = [h for h in (tmp_path / "db").rglob("header.bin")
+                if struct.unpack_from("<IQQQQ", h.read_bytes())[3] > 0]
+    _, _, capacity, count, size = struct.unpack_from("<IQQQQ", header.read_bytes())
+    data = header.with_name("data_level0.bin")
+    raw = bytearray(data.read_bytes())
+    assert count == 8 and len(raw) > count * size
+    inside, past = 2 * size + 16, count * size + 40
+    for at in (inside, past):
+        raw[at:at + len(SECRET)] = SECRET.encode()
+    data.write_bytes(bytes(raw))
+    report = scan(tmp_path / "db", SECRET, check_embeddings=False)
+    name = f"{header.parent.name}/data_level0.bin"
+    assert {h.location for h in report.surfaces["disk_hnsw"]} == {f"{name}@{inside}", f"{name}@{past}"}
+    [note] = [n for n in report.notes if "past the index's elements" in n]
+    assert note.startswith(f"{name}: 1 of its copies")
+
+
 # --------------------------------------------------------------------------- copies in odd places
 
 

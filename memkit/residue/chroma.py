@@ -48,7 +48,9 @@ surface             what is scanned
                     and an FTS5 ``MATCH`` query for the secret
 ``disk_hnsw``       raw bytes of HNSW segment files (``data_level0.bin``,
                     ``link_lists.bin``, ``header.bin``, ``length.bin``,
-                    ``index_metadata.pickle``)
+                    ``index_metadata.pickle``); a copy past the index's
+                    elements is heap memory of the writing process, and a
+                    note says so
 ``disk_other``      raw bytes of every other file under the directory
 =================== =========================================================
 
@@ -392,6 +394,28 @@ def _scan_leftover_vectors(root: Path, report: ResidueReport, m: Any) -> None:
     report.notes += [n for n in read.notes if n not in report.notes]
 
 
+def _note_slack_copies(report: ResidueReport, root: Path) -> None:
+    """A note per HNSW ``data_level0.bin`` whose ``disk_hnsw`` copies lie past its
+    elements (:func:`memkit.residue.vectors.elements_end`): heap bytes of the process
+    that wrote the file, which a store's ``close`` zeroes; the copies stay counted."""
+    from memkit.residue.vectors import elements_end
+
+    past: dict[str, int] = {}
+    for hit in report.surfaces.get("disk_hnsw", []):
+        name, _, rest = hit.location.partition("@")
+        offset = rest.split(" ", 1)[0]
+        if not name.endswith("data_level0.bin") or not offset.isdigit():
+            continue
+        end = elements_end((root / name).parent)
+        if end is not None and int(offset) >= end:
+            past[name] = past.get(name, 0) + 1
+    for name, n in past.items():
+        report.notes.append(f"{name}: {n} of its copies lie past the index's elements, in bytes hnswlib never "
+                            "reads back (heap memory of the process that wrote the file, which had handled the "
+                            "secret); TieredMemoryStore.close() zeroes them, so a store left open or killed "
+                            "keeps them")
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -568,6 +592,7 @@ def scan(
                                  m, keystore)
             _scan_leftover_vectors(root, api, m)
             readings[0].finish()
+            _note_slack_copies(report, root)
             for note, reading in zip(notes, readings[1:], strict=True):
                 report.notes.append(note)
                 reading.finish()

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LeftoverVector", "VectorRead", "chroma_leftover_vectors", "pg_leftover_vectors", "read_hnsw"]
+__all__ = ["LeftoverVector", "VectorRead", "chroma_leftover_vectors", "elements_end", "pg_leftover_vectors", "read_hnsw"]
 
 _HEADER = struct.Struct("<I6QiI3QdQ")
 _ADD, _UPDATE, _UPSERT = 0, 1, 2
@@ -130,6 +130,22 @@ class HnswIndex:
     note: str | None = None
     slack: list[tuple[int, np.ndarray]] = field(default_factory=list)
     """Unit vectors in the rows past the element count (file slack), by element."""
+
+
+def elements_end(directory: Path) -> int | None:
+    """Byte offset in ``directory/data_level0.bin`` where its elements end (the header's
+    element count times its element size): hnswlib never reads the bytes after it, which
+    hold whatever the writing process's heap held there. ``None`` when ``header.bin``
+    cannot be read or is not hnswlib's."""
+    try:
+        head = (directory / "header.bin").read_bytes()
+    except OSError:
+        return None
+    if len(head) < _HEADER.size:
+        return None
+    fields = _HEADER.unpack_from(head)
+    count, size = fields[3], fields[4]
+    return count * size if 0 < size < 1 << 24 else None
 
 
 def read_hnsw(directory: Path) -> HnswIndex:
