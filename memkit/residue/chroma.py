@@ -401,12 +401,15 @@ def _note_slack_copies(report: ResidueReport, root: Path) -> None:
     from memkit.residue.vectors import elements_end
 
     past: dict[str, int] = {}
+    ends: dict[str, int | None] = {}  # each file's header is read once, however many its copies
     for hit in report.surfaces.get("disk_hnsw", []):
         name, _, rest = hit.location.partition("@")
         offset = rest.split(" ", 1)[0]
         if not name.endswith("data_level0.bin") or not offset.isdigit():
             continue
-        end = elements_end((root / name).parent)
+        if name not in ends:
+            ends[name] = elements_end((root / name).parent)
+        end = ends[name]
         if end is not None and int(offset) >= end:
             past[name] = past.get(name, 0) + 1
     for name, n in past.items():
