@@ -231,3 +231,87 @@ def test_token_windows_at_every_offset_near_the_edges_and_breakers():
                 got = np.frombuffer(_names.windows(arr, [end], 0, n, n_min, reach, w._NEAR, unit_lut.tobytes(),
                                                    w._BREAK_BYTES), dtype=np.int64).tolist()
                 assert list(zip(got[0::2], got[1::2], strict=True)) == want, (gap, end, n_min, reach)
+
+
+def _events_reference(content: bytes, covers: list[tuple[int, int]], nonascii: bool,
+                      extra: list[tuple[int, int]]) -> tuple[bytes, list[int]]:
+    """The per-byte part of the spelling events as numpy read it (each ASCII letter or
+    digit plain, special inside a cover or before a non-ASCII byte or a backslash;
+    breakers 0x00), merged with the decoded events by a stable sort on offsets."""
+    import numpy as np
+
+    from memkit.scan import windows as w
+    from memkit.scan.plain import ALNUM, LOWER_LUT
+
+    arr = np.frombuffer(content, dtype=np.uint8)
+    n = len(arr)
+    alnum = ALNUM[arr]
+    covered = np.zeros(n + 1, dtype=np.int32)
+    for s, e in covers:
+        covered[s] += 1
+        covered[e] -= 1
+    inside = np.cumsum(covered[:n]) > 0
+    if nonascii:
+        nxt = np.zeros(n, dtype=bool)
+        nxt[:-1] = (arr[1:] >= 0x80) | (arr[1:] == 0x5C)
+        inside |= nxt
+    code = np.zeros(n, dtype=np.uint8)
+    low = LOWER_LUT[arr]
+    code[alnum] = low[alnum]
+    spec = alnum & inside
+    code[spec] = w._SPECIAL_CODE[low[spec]]
+    code[w._BREAK_LUT[arr]] = 0
+    pos = np.flatnonzero(alnum | w._BREAK_LUT[arr])
+    codes = code[pos]
+    xp = np.asarray([e[0] for e in extra], dtype=np.int64)
+    xc = np.asarray([e[1] for e in extra], dtype=np.uint8)
+    pos = np.concatenate([pos, xp])
+    codes = np.concatenate([codes, xc])
+    order = np.argsort(pos, kind="stable")
+    return codes[order].tobytes(), pos[order].tolist()
+
+
+def _events(content: bytes, covers: list[tuple[int, int]], nonascii: bool,
+            extra: list[tuple[int, int]]) -> tuple[bytes, list[int]]:
+    import numpy as np
+
+    from memkit.scan import windows as w
+
+    extra = sorted(extra, key=lambda e: e[0])  # stable: the caller's order at one offset
+    codes, pos = _names.events(content, np.asarray(covers, dtype=np.int64).tobytes(), nonascii, w._BREAK_BYTES,
+                               np.asarray([e[0] for e in extra], dtype=np.int64).tobytes(),
+                               bytes(e[1] for e in extra))
+    return codes, np.frombuffer(pos, dtype=np.int64).tolist()
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_spelling_events_are_the_numpy_reading_of_them(data):
+    """Random bytes (letters and digits of both cases, breakers, backslashes, non-ASCII
+    lead and continuation bytes, others), covers that nest, overlap and touch the edges,
+    and decoded events at any offset (several at one, at the first and last byte), as
+    the numpy reading gave them."""
+    n = data.draw(st.integers(0, 400))
+    alphabet = list(b"aZq09\x00\n\\%&<>- .") + [0xC3, 0xA9, 0xE2, 0x80, 0xFF]
+    content = bytes(data.draw(st.lists(st.sampled_from(alphabet), min_size=n, max_size=n)))
+    covers = data.draw(st.lists(st.tuples(st.integers(0, n), st.integers(0, n)).map(sorted).map(tuple),
+                                max_size=12))
+    extra = data.draw(st.lists(st.tuples(st.integers(0, max(n - 1, 0)), st.sampled_from([0x41, 0x5A, 0x80, 0x89, 0x90, 0xFE])),
+                               max_size=20))
+    nonascii = data.draw(st.booleans())
+    assert _events(content, covers, nonascii, extra) == _events_reference(content, covers, nonascii, extra)
+
+
+def test_spelling_events_of_a_window_read_its_constructs_and_decoded_characters():
+    """A window's events end to end: letters inside an entity, a tag and an escape are
+    special, plain text is plain, a breaker is 0x00, and an escape's decoded character is
+    a special event at the escape's start, after the byte events there."""
+    tw = TokenWindows({0: "AB"}, [], {}, 16, 2)
+    codes, pos = tw.events(b"ab <b>x</b> \\u0041\x00q")
+    got = list(zip(pos.tolist(), codes, strict=True))
+    assert got[:2] == [(0, ord("a")), (1, ord("b"))]
+    assert (4, ord("B")) in got and (6, ord("x")) in got and (9, ord("B")) in got  # the tags' letters, x plain
+    esc = [p for p, c in got if 12 <= p < 18]
+    assert esc[:1] == [12] and (12, ord("A")) in got  # \u0041 spells A, a special at the backslash
+    assert (13, ord("U")) in got and (14, 0x80) in got  # the escape's own letters and digits are special
+    assert (18, 0) in got and got[-1] == (19, ord("q"))

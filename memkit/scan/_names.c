@@ -36,6 +36,15 @@
  * says what they are; tests/test_scan_names.py holds this to the numpy reading it
  * replaced), as int64 pairs.
  *
+ * events(content, covers, nonascii, breakers, xpos, xcodes) -> (bytes, bytes): a window's
+ * spelling events (TokenWindows.events says what they are) from the per-byte part of
+ * them: each ASCII letter or digit plain (lower case), or special where it lies in a
+ * cover (int64 start, end pairs; they may overlap) or, with nonascii, before a byte
+ * >= 0x80 or a backslash; each breaker (the 256-byte table breakers) as 0x00; merged
+ * with the events the caller decoded (xpos int64, sorted; xcodes one byte each), a
+ * byte's own event before those at its offset. Returns the events and their offsets
+ * (int64). tests/test_scan_names.py holds it to the numpy reading it replaced.
+ *
  * C99 against the stable parts of the CPython API; no -march.
  */
 #define PY_SSIZE_T_CLEAN
@@ -44,7 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAMES_ABI 4 /* memkit/scan/windows.py checks it: a stale build is reported */
+#define NAMES_ABI 5 /* memkit/scan/windows.py checks it: a stale build is reported */
 
 static unsigned char KEY[256];     /* an event's key; 0: matches nothing (a breaker) */
 static unsigned char SPECIAL[256]; /* 1: a special event, which may be skipped */
@@ -582,7 +591,92 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(events_doc, "events(content, covers, nonascii, breakers, xpos, xcodes) -> (bytes, bytes)\n\n"
+                         "A window's spelling events and their int64 offsets (module doc).");
+
+static PyObject *events(PyObject *self, PyObject *args) {
+    Py_buffer cb, vb, kb, pb, xb;
+    int nonascii;
+    if (!PyArg_ParseTuple(args, "y*y*py*y*y*", &cb, &vb, &nonascii, &kb, &pb, &xb))
+        return NULL;
+    PyObject *out = NULL, *codes = NULL, *offsets = NULL;
+    int32_t *depth = NULL;
+    if (kb.len != 256 || vb.len % (2 * (Py_ssize_t)sizeof(int64_t)) ||
+        pb.len != xb.len * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "events: breakers, covers or extra events disagree in size");
+        goto done;
+    }
+    const unsigned char *buf = (const unsigned char *)cb.buf, *brk = (const unsigned char *)kb.buf;
+    const unsigned char *xc = (const unsigned char *)xb.buf;
+    const int64_t *cov = (const int64_t *)vb.buf, *xp = (const int64_t *)pb.buf;
+    Py_ssize_t n = cb.len, nc = vb.len / (2 * (Py_ssize_t)sizeof(int64_t)), nx = xb.len;
+    depth = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    codes = PyBytes_FromStringAndSize(NULL, n + nx);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + nx) * (Py_ssize_t)sizeof(int64_t));
+    if (depth == NULL || codes == NULL || offsets == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    unsigned char *code = (unsigned char *)PyBytes_AS_STRING(codes);
+    int64_t *at = (int64_t *)PyBytes_AS_STRING(offsets);
+    Py_ssize_t k = 0, j = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        int64_t s = cov[2 * c], e = cov[2 * c + 1];
+        if (s < 0)
+            s = 0;
+        if (e > n)
+            e = n;
+        if (s < e) {
+            depth[s]++;
+            depth[e]--;
+        }
+    }
+    int32_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        run += depth[i];
+        unsigned char b = buf[i];
+        int letter = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'), digit = b >= '0' && b <= '9';
+        if (!(letter || digit || brk[b]))
+            continue;
+        while (j < nx && xp[j] < i) {
+            at[k] = xp[j];
+            code[k++] = xc[j++];
+        }
+        unsigned char ev = 0;
+        if (brk[b]) {
+            ev = 0;
+        } else {
+            int inside = run > 0 || (nonascii && i + 1 < n && (buf[i + 1] >= 0x80 || buf[i + 1] == '\\'));
+            unsigned char low = (unsigned char)(b >= 'A' && b <= 'Z' ? b + 32 : b);
+            ev = !inside ? low : letter ? (unsigned char)(low - 32) : (unsigned char)(0x80 + low - '0');
+        }
+        at[k] = i;
+        code[k++] = ev;
+    }
+    while (j < nx) {
+        at[k] = xp[j];
+        code[k++] = xc[j++];
+    }
+    Py_END_ALLOW_THREADS
+    if (_PyBytes_Resize(&codes, k) < 0 || _PyBytes_Resize(&offsets, k * (Py_ssize_t)sizeof(int64_t)) < 0)
+        goto done;
+    out = PyTuple_Pack(2, codes, offsets);
+done:
+    Py_XDECREF(codes);
+    Py_XDECREF(offsets);
+    PyMem_Free(depth);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&xb);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"events", events, METH_VARARGS, events_doc},
     {"windows", windows, METH_VARARGS, windows_doc},
     {"covered", covered, METH_VARARGS, covered_doc},
     {"build", build, METH_VARARGS, build_doc},

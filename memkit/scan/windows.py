@@ -31,11 +31,10 @@ from memkit.scan.matching import (
     alnum_fold,
     variants_table,
 )
-from memkit.scan.plain import ALNUM, LOWER_LUT
 
 __all__ = ["TokenWindows"]
 
-if getattr(_names, "ABI", None) != 4:  # pragma: no cover - a stale build of memkit/scan/_names.c
+if getattr(_names, "ABI", None) != 5:  # pragma: no cover - a stale build of memkit/scan/_names.c
     raise ImportError(f"memkit.scan._names at {_names.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
@@ -44,6 +43,10 @@ _PAD = 1024
 64 bytes; the rest is margin)."""
 
 _NEAR = 64
+
+_SPELT_MAX = 1 << 16
+"""Decoded texts whose events a :class:`TokenWindows` keeps (most windows decode the
+same few accents, dashes and quotes again and again)."""
 """Bytes either side of a token that the vectorised filter reads."""
 
 _BREAK_LUT = np.zeros(256, dtype=bool)
@@ -149,6 +152,8 @@ class TokenWindows:
                     k = self._bit[c]
                     self._tbits[j, k // 64] |= np.uint64(1 << (k % 64))
         self._zcode = {c: 0x90 + k % 0x6F for k, c in enumerate(sorted(self._nonascii))}
+        self._spelt: dict[str, tuple[int, ...]] = {}
+        """:meth:`_spell` of each text decoded so far."""
         keys = [self.units(self.skeletons[i]) for i in self.unique]
         self._trie = _names.build(keys, sorted(range(len(keys)), key=keys.__getitem__))
 
@@ -265,9 +270,7 @@ class TokenWindows:
             stands for begins, or up to :data:`~memkit.scan.matching.MAX_SPELLING_BYTES`
             bytes after: a combining mark's event is at the mark, its base before it)."""
         arr = np.frombuffer(content, dtype=np.uint8)
-        n = len(arr)
-        alnum = ALNUM[arr]
-        covered = np.zeros(n + 1, dtype=np.int32)
+        covers: list[int] = []  # (start, end) of each construct: its letters and digits are special
         extra: list[tuple[int, int]] = []  # (position, code) of decoded and non-ASCII events
         run_end = 0  # a percent or backslash run already read: its later bytes start only suffixes of it
         for p in np.flatnonzero(_SPECIAL_LUT[arr]).tolist():
@@ -276,8 +279,7 @@ class TokenWindows:
             m = _COVER.match(content, p)
             if m is None:
                 continue
-            covered[p] += 1
-            covered[m.end()] -= 1
+            covers += (p, m.end())
             tok = m.group(0)
             if tok[:1] in (b"%", b"\\"):
                 run_end = m.end()
@@ -317,27 +319,12 @@ class TokenWindows:
                 chars = unicodedata.normalize("NFC", chars)
             spelt[e] = chars
             self._spelled(chars, s, extra)
-        inside = np.cumsum(covered[:n]) > 0
-        if self._nonascii:  # a letter before a combining mark may be part of a spelling
-            nxt = np.zeros(n, dtype=bool)
-            nxt[:-1] = (arr[1:] >= 0x80) | (arr[1:] == 0x5C)
-            inside |= nxt
-        code = np.zeros(n, dtype=np.uint8)
-        low = LOWER_LUT[arr]
-        code[alnum] = low[alnum]
-        spec = alnum & inside
-        code[spec] = _SPECIAL_CODE[low[spec]]
-        code[_BREAK_LUT[arr]] = 0
-        pos = np.flatnonzero(alnum | _BREAK_LUT[arr])
-        codes = code[pos]
-        if extra:
-            xp = np.fromiter((e[0] for e in extra), dtype=np.int64, count=len(extra))
-            xc = np.fromiter((e[1] for e in extra), dtype=np.uint8, count=len(extra))
-            pos = np.concatenate([pos, xp])
-            codes = np.concatenate([codes, xc])
-            order = np.argsort(pos, kind="stable")
-            codes, pos = codes[order], pos[order]
-        return codes.tobytes(), pos
+        xp = np.fromiter((e[0] for e in extra), dtype=np.int64, count=len(extra))
+        xc = np.fromiter((e[1] for e in extra), dtype=np.uint8, count=len(extra))
+        order = np.argsort(xp, kind="stable")
+        codes, pos = _names.events(content, np.asarray(covers, dtype=np.int64).tobytes(), bool(self._nonascii),
+                                   _BREAK_BYTES, xp[order].tobytes(), xc[order].tobytes())
+        return codes, np.frombuffer(pos, dtype=np.int64)
 
     @staticmethod
     def _base(content: bytes, at: int, spelt: dict[int, str]) -> str:
@@ -361,6 +348,16 @@ class TokenWindows:
         hides a copy."""
         if not chars:
             return
+        done = self._spelt.get(chars)
+        if done is None:
+            done = self._spell(chars)
+            if len(self._spelt) < _SPELT_MAX:
+                self._spelt[chars] = done
+        out.extend((at, c) for c in done)
+
+    def _spell(self, chars: str) -> tuple[int, ...]:
+        """The codes of :meth:`_spelled` for ``chars``."""
+        codes: list[int] = []
         spelt = ""
         for ch in chars:
             folded = alnum_fold(ch)  # in order: "ß" spells "ss"
@@ -369,6 +366,7 @@ class TokenWindows:
             spelt += alnum_fold(chars)
         for c in spelt:
             if c.isascii():
-                out.append((at, _SPECIAL_CODE[ord(c)]))
+                codes.append(int(_SPECIAL_CODE[ord(c)]))
             elif c in self._zcode:
-                out.append((at, self._zcode[c]))
+                codes.append(self._zcode[c])
+        return tuple(codes)
