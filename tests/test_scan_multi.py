@@ -73,3 +73,25 @@ def test_a_copy_beside_the_secret_as_given_merges_alike():
     for text in ["XQ7-VIOLET-3829", "XQ7 violet 3829 XQ7-VIOLET-3829", "xq7-XQ7-VIOLET-3829-3829",
                  "XQ7-VIOLET-3829XQ7-VIOLET-3829", "&#88;Q7-VIOLET-3829", "AMP-7&amp;AMP-7"]:
         assert m.spans(text) == _reference(text), text
+
+
+def test_texts_read_together_are_named_as_each_alone():
+    """The prefilter over a batch of texts (encoded at once where none holds a byte it
+    rewrites, text by text where one does) names exactly the texts it names one at a
+    time, and every text that holds a copy: batches of generated texts, some with a
+    control character, NUL or a folding character, empty texts among them."""
+    m = MultiMatcher(SECRETS)
+    rng = random.Random(5)
+    for n in range(150):
+        texts = []
+        for _ in range(rng.randrange(1, 12)):
+            pieces = [rng.choice(_PIECES) for _ in range(rng.randrange(0, 12))]
+            if n % 3 == 0 and rng.random() < 0.3:
+                pieces.insert(rng.randrange(len(pieces) + 1), rng.choice(_OTHER))
+            texts.append("".join(pieces))
+        alone = [may_hold(m, [t])[0] for t in texts]
+        assert may_hold(m, texts) == alone, texts
+        assert all(a or not _reference(t) for a, t in zip(alone, texts, strict=True))
+    for text in CONTROLS_IN_CONSTRUCTS:  # a construct the control ends, beside texts without one
+        assert may_hold(m, ["x", text, "y"]) == [False, True, False], text
+    assert may_hold(m, ["a\x00b", "c", "XQ7-VIOLET-3829", ""]) == [False, False, True, False]  # a NUL in a text

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from memkit.scan.engine import ScanEngine, single_engine
 from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
 from memkit.scan.spellings import SEP_PATTERNS_BYTES
@@ -202,11 +204,7 @@ def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
     out = [False] * len(texts)
     db, fold = _folding()
 
-    def scan(indices: list[int], forms: list[bytes], folds: bool) -> list[int]:
-        starts = [0]
-        for f in forms:
-            starts.append(starts[-1] + len(f) + 1)
-        joined = b"\0".join(forms)
+    def scan(indices: list[int], joined: bytes, starts: list[int], folds: bool) -> list[int]:
         for spans in engine.scan_bytes(joined).values():
             for s, _e, _k in spans:
                 out[indices[bisect.bisect_right(starts, s) - 1]] = True
@@ -216,10 +214,28 @@ def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
         db.scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(bisect.bisect_right(starts, b - 1) - 1))
         return [indices[j] for j in sorted(holding)]
 
-    folding = scan(list(range(len(texts))), [text_bytes(t) for t in texts], True)
+    folding = scan(list(range(len(texts))), *_joined(texts), True)
     if folding:
-        scan(folding, [text_bytes(texts[i].translate(fold)) for i in folding], False)
+        scan(folding, *_joined([texts[i].translate(fold) for i in folding]), False)
     return out
+
+
+_BREAKER_SET = bytes(sorted(BREAKERS_AS_SPACES))
+"""The bytes :func:`text_bytes` writes as spaces."""
+
+
+def _joined(texts: Sequence[str]) -> tuple[bytes, list[int]]:
+    """:func:`text_bytes` of each of ``texts`` joined by NUL bytes, and where each
+    begins: where no text holds a byte that function rewrites (the NULs joining them
+    are then the only breakers), the UTF-8 of the joined text, encoded at once."""
+    raw = "\0".join(texts).encode("utf-8", "surrogatepass")
+    if len(raw) - len(raw.translate(None, _BREAKER_SET)) == max(len(texts) - 1, 0):
+        return raw, [0, *(np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0) + 1).tolist()]
+    forms = [text_bytes(t) for t in texts]
+    starts = [0]
+    for f in forms[:-1]:
+        starts.append(starts[-1] + len(f) + 1)
+    return b"\0".join(forms), starts
 
 
 def mask_secret(secret: str) -> str:

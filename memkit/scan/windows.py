@@ -77,6 +77,20 @@ _SPECIAL_CODE[ord("a"):ord("z") + 1] = np.arange(ord("A"), ord("Z") + 1)
 _SPECIAL_CODE[ord("0"):ord("9") + 1] = np.arange(0x80, 0x8A)
 
 
+def _decoded(tok: bytes) -> str:
+    """What an escape (``\\uXXXX``, a ``\\uD8xx\\uDCxx`` pair) or a UTF-8 sequence
+    (:data:`_JSON_PAIR`, :data:`_JSON_U`, :data:`_UTF8`) stands for; ``""`` for a lone
+    surrogate."""
+    if tok[:1] != b"\\":
+        return tok.decode("utf-8", "ignore")
+    m = _JSON_PAIR.fullmatch(tok)
+    if m is not None:
+        h, lo = int(m.group(1), 16), int(m.group(2), 16)
+        return chr(0x10000 + ((h - 0xD800) << 10) + (lo - 0xDC00))
+    v = int(tok[2:6], 16)
+    return "" if 0xD800 <= v <= 0xDFFF else chr(v)
+
+
 class TokenWindows:
     """Windows around tokens, and the secrets each names (module doc).
 
@@ -154,6 +168,8 @@ class TokenWindows:
         self._zcode = {c: 0x90 + k % 0x6F for k, c in enumerate(sorted(self._nonascii))}
         self._spelt: dict[str, tuple[int, ...]] = {}
         """:meth:`_spell` of each text decoded so far."""
+        self._spelt_raw: dict[bytes, tuple[int, ...]] = {}
+        """:meth:`_spell` of each escape or UTF-8 sequence read so far, by its bytes."""
         keys = [self.units(self.skeletons[i]) for i in self.unique]
         self._trie = _names.build(keys, sorted(range(len(keys)), key=keys.__getitem__))
 
@@ -301,24 +317,29 @@ class TokenWindows:
                         size, ch = 1, raw[j:j + 1].decode("utf-8", "ignore")
                     self._spelled(ch, p + 3 * j, extra)
                     j += size
-        decoded: list[tuple[int, int, str]] = []  # (start, end, character) of escapes and UTF-8
-        for m in _JSON_PAIR.finditer(content):
-            h, lo_ = int(m.group(1), 16), int(m.group(2), 16)
-            decoded.append((m.start(), m.end(), chr(0x10000 + ((h - 0xD800) << 10) + (lo_ - 0xDC00))))
-        for m in _JSON_U.finditer(content):
-            v = int(m.group(1), 16)
-            if not 0xD800 <= v <= 0xDFFF:
-                decoded.append((m.start(), m.end(), chr(v)))
-        for m in _UTF8.finditer(content):
-            decoded.append((m.start(), m.end(), m.group(0).decode("utf-8", "ignore")))
-        decoded.sort()
-        spelt: dict[int, str] = {}  # end -> what the character, with the marks before it, spells
-        for s, e, chars in decoded:
-            if self._nonascii and chars and unicodedata.combining(chars[0]):
-                chars = self._base(content, s, spelt) + chars  # a decomposed spelling
-                chars = unicodedata.normalize("NFC", chars)
-            spelt[e] = chars
-            self._spelled(chars, s, extra)
+        if not self._nonascii:  # each escape and UTF-8 character alone: what it spells, by its bytes
+            for rx in (_JSON_PAIR, _JSON_U, _UTF8):
+                for m in rx.finditer(content):
+                    tok = m.group(0)
+                    done = self._spelt_raw.get(tok)
+                    if done is None:
+                        done = self._spell(_decoded(tok))
+                        if len(self._spelt_raw) < _SPELT_MAX:
+                            self._spelt_raw[tok] = done
+                    if done:
+                        at = m.start()
+                        extra.extend((at, c) for c in done)
+        else:
+            decoded = sorted((m.start(), m.end(), _decoded(m.group(0)))
+                             for rx in (_JSON_PAIR, _JSON_U, _UTF8) for m in rx.finditer(content)
+                             if rx is not _JSON_U or not 0xD800 <= int(m.group(1), 16) <= 0xDFFF)
+            spelt: dict[int, str] = {}  # end -> what the character, with the marks before it, spells
+            for s, e, chars in decoded:
+                if chars and unicodedata.combining(chars[0]):
+                    chars = self._base(content, s, spelt) + chars  # a decomposed spelling
+                    chars = unicodedata.normalize("NFC", chars)
+                spelt[e] = chars
+                self._spelled(chars, s, extra)
         xp = np.fromiter((e[0] for e in extra), dtype=np.int64, count=len(extra))
         xc = np.fromiter((e[1] for e in extra), dtype=np.uint8, count=len(extra))
         order = np.argsort(xp, kind="stable")
