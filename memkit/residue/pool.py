@@ -174,13 +174,19 @@ def _keep_freed_memory() -> None:
 
 def _warm(m: Any) -> None:
     """Build what every worker would otherwise build for itself: the scan engine of a
-    one-secret matcher (its Hyperscan databases) and the wide pass's tables. Byte
-    patterns are not compiled: the engine confirms unit by unit
+    one-secret matcher (its Hyperscan databases), the wide pass's tables, and the two
+    Hyperscan databases every SQLite or JSON text is read with, which hold no secret
+    (the prefilter's folding characters, :func:`memkit.scan.multi.may_hold`; the JSON
+    escapes proof, :mod:`memkit.scan.json_escapes`; 40 ms a process). Byte patterns are
+    not compiled: the engine confirms unit by unit
     (:meth:`~memkit.scan.matching.SecretMatcher.match_at`)."""
+    from memkit.scan import json_escapes, multi
     from memkit.scan.encodings import prepare
 
     _engine(m)
     prepare(m)
+    multi._folding()
+    json_escapes._database()
 
 
 def release(m: Any = None) -> None:
