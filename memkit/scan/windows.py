@@ -43,11 +43,11 @@ _PAD = 1024
 64 bytes; the rest is margin)."""
 
 _NEAR = 64
+"""Bytes either side of a token that the vectorised filter reads."""
 
 _SPELT_MAX = 1 << 16
 """Decoded texts whose events a :class:`TokenWindows` keeps (most windows decode the
 same few accents, dashes and quotes again and again)."""
-"""Bytes either side of a token that the vectorised filter reads."""
 
 _BREAK_LUT = np.zeros(256, dtype=bool)
 _BREAK_LUT[[b[0] for b in BREAKER_BYTES]] = True
