@@ -119,11 +119,9 @@ it starts (a few ms each)."""
 
 
 WORKER_NICE = 5
-"""Niceness the workers add to their own: the scanning process goes on with work of its
-own while they read (it opens the store through chromadb, one core's work), and on a
-2-core machine three processes at one priority slow it by a third; at this niceness
-the scheduler gives it a core of its own and the workers the rest (alone, they still
-get every core)."""
+"""Niceness the workers add to their own: the scanning process opens the store through
+chromadb while they read (one core's work), which three processes at one priority on
+2 cores slow by a third; alone, the workers still get every core."""
 
 
 def _ready() -> None:
@@ -173,13 +171,9 @@ def _keep_freed_memory() -> None:
 
 
 def _warm(m: Any) -> None:
-    """Build what every worker would otherwise build for itself: the scan engine of a
-    one-secret matcher (its Hyperscan databases), the wide pass's tables, and the two
-    Hyperscan databases every SQLite or JSON text is read with, which hold no secret
-    (the prefilter's folding characters, :func:`memkit.scan.multi.may_hold`; the JSON
-    escapes proof, :mod:`memkit.scan.json_escapes`; 40 ms a process). Byte patterns are
-    not compiled: the engine confirms unit by unit
-    (:meth:`~memkit.scan.matching.SecretMatcher.match_at`)."""
+    """Build what every worker would otherwise build: a one-secret matcher's engine, the
+    wide pass's tables, the secret-free databases texts are read with (folding, JSON
+    escapes). Byte patterns are not: the engine confirms unit by unit (``match_at``)."""
     from memkit.scan import json_escapes, multi
     from memkit.scan.encodings import prepare
 
