@@ -7,7 +7,7 @@ import random
 import pytest
 
 from memkit.scan.matching import matcher
-from memkit.scan.multi import MultiMatcher, may_hold, text_bytes
+from memkit.scan.multi import MultiMatcher, _holds_breaker, may_hold, text_bytes
 
 SECRETS = ["XQ7-VIOLET-3829", "caf\u00e9-42", "Gie\u00dfen-Ost", "AMP-7", "100000.0", "x-1"]
 
@@ -73,6 +73,17 @@ def test_a_copy_beside_the_secret_as_given_merges_alike():
     for text in ["XQ7-VIOLET-3829", "XQ7 violet 3829 XQ7-VIOLET-3829", "xq7-XQ7-VIOLET-3829-3829",
                  "XQ7-VIOLET-3829XQ7-VIOLET-3829", "&#88;Q7-VIOLET-3829", "AMP-7&amp;AMP-7"]:
         assert m.spans(text) == _reference(text), text
+
+
+def test_a_breaker_is_seen_as_text_bytes_sees_it():
+    """The one-pass check the batch takes its fast path by answers, for every byte value
+    alone and amid text, whether :func:`text_bytes` would rewrite it (NUL aside: the
+    batch's own separator)."""
+    for c in range(256):
+        rewritten = c != 0 and text_bytes("a" + chr(c) + "b") != ("a" + chr(c) + "b").encode()
+        for data in (bytes([c]), b"word " * 50 + bytes([c]) + b" word", bytes([c]) + b"\0" * 9):
+            assert _holds_breaker(data) == rewritten, (c, data[:8])
+    assert not _holds_breaker(b"") and not _holds_breaker("\u00e9\t\n\r\x0b\x0c\x1b[".encode())
 
 
 def test_texts_read_together_are_named_as_each_alone():
