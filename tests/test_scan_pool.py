@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from memkit.residue import pieces as pieces_mod
 from memkit.residue import pool as scan_pool
 from memkit.residue.chroma import ResidueReport
 from memkit.residue.containers import Limits
@@ -106,10 +107,10 @@ def test_pieces_join_to_the_chains_of_the_whole_file():
         pieces = []
         for lo in range(0, len(text), step):
             st = m.engine.scan_part(text, lo, min(len(text), lo + step))
-            pieces.append(scan_pool._Piece(lo, min(len(text), lo + step), {
+            pieces.append(pieces_mod.Piece(lo, min(len(text), lo + step), {
                 i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
                 for i in set(st.found) | set(st.exact)}, []))
-        assert scan_pool._join(m.engine, text, pieces) == whole, step
+        assert pieces_mod.join(m.engine, text, pieces) == whole, step
 
 
 @pytest.mark.parametrize("many", [False, True])
@@ -118,9 +119,9 @@ def test_a_buffer_read_in_blocks_has_the_copies_of_one_pass(tmp_path, monkeypatc
     block by block): the same UTF-8 and wide copies as one pass of each."""
     big = (tree(tmp_path) / "z-big.bin").read_bytes()
     m = MultiMatcher(SECRETS) if many else matcher(SECRETS[0])
-    one = scan_pool.raw_copies(m, big)
-    monkeypatch.setattr(scan_pool, "BLOCK_BYTES", 3 * 4096 + 7)
-    assert scan_pool.raw_copies(m, big) == one
+    one = pieces_mod.raw_copies(m, big)
+    monkeypatch.setattr(pieces_mod, "BLOCK_BYTES", 3 * 4096 + 7)
+    assert pieces_mod.raw_copies(m, big) == one
     assert one[0] and one[1]
 
 
@@ -206,3 +207,99 @@ def test_a_bad_store_stops_the_workers(tmp_path, monkeypatch):
     with pytest.raises(NotAChromaDirectory):
         scan(tmp_path / "nothing-here", SECRETS[0], also=[side])
     assert not scan_pool._POOL
+
+
+_MEMBER_LOG: list[Path] = []
+"""Where :func:`_logged_member` notes each member a worker read (set before forking)."""
+
+
+def _logged_member(mem, *args):
+    with open(_MEMBER_LOG[0], "a") as fh:
+        fh.write(f"{os.getpid()} {mem.label}\n")
+    return _READ_MEMBER(mem, *args)
+
+
+_READ_MEMBER = scan_pool._read_member
+
+
+def _archives(root: Path) -> tuple[Path, dict[str, int]]:
+    """Archives of members written with the standard library (a text with copies in
+    UTF-8 and UTF-16, an SQLite database, a JSON document whose copy is escaped, a gzip
+    stream inside, small members): ``(directory, {member label: verbatim copies})``."""
+    import io
+    import tarfile
+    import zipfile
+
+    rng = random.Random(11)
+    d = root / "archives"
+    d.mkdir()
+    db = root / "m.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.executemany("INSERT INTO notes VALUES (?)", [(f"row {k} " + "word " * 50,) for k in range(300)]
+                    + [(f"pw {SECRETS[0]}",), ("1212 1212",)])
+    con.commit()
+    con.close()
+    text = (rng.randbytes(5000).hex() + f" {SECRETS[0]} ").encode() * 3 + f" {SECRETS[0]} ".encode("utf-16-le")
+    members = {
+        "t.txt": text,
+        "m.db": db.read_bytes(),
+        "doc.json": ('{"a": "' + "x " * 4000 + '\\ud835\\udc17Q7-VIOLET-3829"}').encode(),  # bold X, escaped
+        "inner.gz": gzip.compress(text),
+        "small.txt": f"{SECRETS[0]}\n".encode(),
+        "empty": b"",
+    }
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    (d / "a.tar").write_bytes(tar.getvalue())
+    (d / "b.tar.gz").write_bytes(gzip.compress(tar.getvalue()))
+    with zipfile.ZipFile(d / "c.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    planted = {}
+    for arch in ("a.tar", "b.tar.gz!b.tar", "c.zip"):
+        planted[f"{d}/{arch}!t.txt"] = text.count(SECRETS[0].encode())
+        planted[f"{d}/{arch}!small.txt"] = 1
+    return d, planted
+
+
+@pytest.mark.parametrize(("many", "budget"), [(False, None), (True, None), (True, 150_000)])
+def test_members_of_a_container_are_read_by_every_worker(tmp_path, monkeypatch, many, budget):
+    """A container's large members are written out and read by any worker, not by the
+    one that opens it; the report is the one a single process writes (the members'
+    hits and coverage in the container's order, SQL rows and JSON of the members,
+    a container inside one where it is), every planted copy is found,
+    and no temporary file is left; under a decompression budget the members past it
+    are left out as in one process."""
+    d, planted = _archives(tmp_path)
+    m = MultiMatcher(SECRETS) if many else matcher(SECRETS[0])
+    limits = Limits() if budget is None else Limits(max_total_bytes=budget)
+    one = read(d, m, limits, False, monkeypatch)
+    _MEMBER_LOG[:] = [tmp_path / "members.log"]
+    monkeypatch.setattr(scan_pool, "MEMBER_BYTES", 4096)
+    monkeypatch.setattr(scan_pool, "_read_member", _logged_member)
+    monkeypatch.setattr(scan_pool.tempfile, "tempdir", str(tmp_path))
+    pooled = read(d, m, limits, True, monkeypatch)
+    assert pooled.to_dict() == one.to_dict()
+    read_apart = (tmp_path / "members.log").read_text().split("\n")
+    assert not list(tmp_path.glob("memkit-members-*"))
+    if budget is not None:
+        assert any("max_total_bytes" in r for rs in one.unchecked.values() for r in rs)
+        return
+    assert {ln.split(" ", 1)[1] for ln in read_apart if ln} == {
+        f"{d}/{arch}!{name}" for arch in ("a.tar", "b.tar.gz!b.tar", "c.zip")
+        for name in ("t.txt", "m.db", "doc.json", "inner.gz!inner")}
+    assert not list(tmp_path.glob("memkit-members-*"))
+    hits = [h for hits in one.surfaces.values() for h in hits]
+    for label, copies in planted.items():
+        mine = [h for h in hits if h.location.startswith(label + "@") and "[" not in h.location]
+        assert len(mine) >= copies, label
+    for arch in ("a.tar", "b.tar.gz!b.tar", "c.zip"):
+        assert any(h.location.startswith(f"{arch}!m.db:notes:") for h in hits), arch
+        assert any(h.location.startswith(f"{d}/{arch}!doc.json") for h in hits), arch
+        assert any(h.location.startswith(f"{d}/{arch}!t.txt@") and "[utf-16-" in h.location for h in hits), arch
+        assert any(h.location.startswith(f"{d}/{arch}!inner.gz!inner") for h in hits), arch

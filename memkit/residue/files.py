@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from memkit.residue.checkpoints import CHECKPOINT_BLOBS, is_checkpoint_db, scan_checkpoint_db
-from memkit.residue.containers import Budget, Limits, container_kind, open_members
+from memkit.residue.containers import Budget, Limits, Member, container_kind, open_members
 from memkit.residue.coverage import FileCoverage, Snapshot
 from memkit.residue.fulltext import fulltext_hits_each, fulltext_tables, shadow_tables
 from memkit.scan.encodings import WIDE_ENCODINGS, WideSpan
@@ -338,9 +338,7 @@ class Scanner:
             self._sqlite(data, label, family, cov, path)
         elif kind == "json" and not found:
             self._json(data, label, cov)
-        box = container_kind(head, label.rsplit("!", 1)[-1].rsplit("/", 1)[-1])
-        if box is None and kind == "file" and _zip_at_end(data):
-            box = "zip"  # a zip with data before it (self-extracting, appended)
+        box = self.box(data, label, kind)
         if box is None:
             return
         if depth >= self.limits.max_depth:
@@ -353,19 +351,33 @@ class Scanner:
             if not member.name:
                 cov.left.extend(member.left)
                 continue
-            inner = f"{label}!{member.name}"
-            mkind = content_kind(member.data[:16], member.name)
-            mcov = FileCoverage(inner, family.raw(mkind, inner), member.size)
-            if member.data:
-                self._data(member.data, inner, family, mcov, depth + 1, budget, kind=mkind)
-            mcov.left.extend(member.left)
-            self._cover(mcov)
+            self.member(member, f"{label}!{member.name}", family, depth, budget)
+
+    def member(self, member: Member, label: str, family: Family, depth: int, budget: Budget) -> None:
+        """Read one member of a container ``depth`` deep (its own readings at ``depth +
+        1``), labelled ``label``, with its coverage record."""
+        kind = content_kind(member.data[:16], member.name)
+        cov = FileCoverage(label, family.raw(kind, label), member.size)
+        if member.data:
+            self._data(member.data, label, family, cov, depth + 1, budget, kind=kind)
+        cov.left.extend(member.left)
+        self._cover(cov)
+
+    @staticmethod
+    def box(data: Any, label: str, kind: str) -> str | None:
+        """The container kind :meth:`_data` opens ``data`` (labelled ``label``, of content
+        kind ``kind``) as, or ``None``: :func:`memkit.residue.containers.container_kind`
+        of its head and name, or a zip at its end (self-extracting, appended)."""
+        box = container_kind(bytes(data[:512]), label.rsplit("!", 1)[-1].rsplit("/", 1)[-1])
+        if box is None and kind == "file" and _zip_at_end(data):
+            box = "zip"
+        return box
 
     # ------------------------------------------------------------------ readings
 
     def raw(self, data: Any, surface: str, label: str) -> int:
         """Match ``data`` as UTF-8 and as UTF-16/32; add the hits; return how many."""
-        from memkit.residue.pool import raw_copies
+        from memkit.residue.pieces import raw_copies
 
         spans, wide = raw_copies(self.m, data)
         return self.raw_hits(data, surface, label, spans, wide)

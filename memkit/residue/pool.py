@@ -9,16 +9,15 @@ each job's hits, notes and coverage to the scan's report in the order of the pla
 the report is the one a single process writes. Small files go to a worker in batches;
 a file larger than :data:`PIECE_BYTES` has its bytes read in pieces by all workers
 (:func:`_read_piece`: the scan engine's chains over the piece, and the wide readings
-of the copies that start in it), joined in order (:func:`_join`), while one worker
-reads the rest of it (SQL, containers) with those hits given. Any buffer is read in
-blocks of :data:`BLOCK_BYTES`, the engine and the wide readings one after the other
-on each (:func:`raw_copies`), so each pass finds the block in the CPU's cache.
+of the copies that start in it), joined in order (:func:`memkit.residue.pieces.join`,
+exact), while one worker reads the rest of it (SQL) with those hits given.
 
-Joining pieces is exact: a chain (each secret's copies, left to right, none
-overlapping) that a piece began at its first byte agrees with the chain of the whole
-file from its first copy that does not overlap the copy before the piece; where one
-does (the two overlap across the boundary), the parent reads that secret's chain on
-from the end of the copy before until it meets the piece's chain again.
+A container (gzip, zip, tar ...) is one job from the start, not read in pieces: the
+worker that opens it writes each member of at least :data:`MEMBER_BYTES` that is no
+container itself to a temporary file and leaves it to any worker
+(:func:`_read_member`, started as the worker announces it), and returns its report
+cut at each such member; the parent adds the parts and the members' reports in the
+container's order and removes the files.
 
 Bounds: a container job gets the decompression budget left under the given path; when
 the jobs before it in the plan turn out to have used more than was left for it, it is
@@ -39,16 +38,20 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
+import shutil
 import stat as stat_mod
+import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memkit.residue.containers import Budget, Limits
+from memkit.residue.containers import Budget, Limits, container_kind
 from memkit.residue.coverage import FileCoverage, Snapshot
+from memkit.residue.pieces import Piece, blocks, engine_of, join
 
-__all__ = ["BLOCK_BYTES", "PIECE_BYTES", "WORKER_NICE", "Reading", "prefork", "raw_copies", "release", "start_path", "workers"]
+__all__ = ["MEMBER_BYTES", "PIECE_BYTES", "WORKER_NICE", "Reading", "prefork", "release", "start_path", "workers"]
 
 PIECE_BYTES = 16 << 20
 """A file larger than twice this is read in pieces of at least this size (a piece per
@@ -108,9 +111,50 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
         return
     release()
     _warm(m)
-    _M = m
-    _POOL.update(m=m, pid=os.getpid(),
-                 pool=multiprocessing.get_context("fork").Pool(workers(), initializer=_ready))
+    global _ANNOUNCE
+    ctx = multiprocessing.get_context("fork")
+    _M, _ANNOUNCE = m, ctx.SimpleQueue()  # both inherited by the workers
+    pool = ctx.Pool(workers(), initializer=_ready)
+    _POOL.update(m=m, pid=os.getpid(), pool=pool, announce=_ANNOUNCE)
+    threading.Thread(target=_start_announced, args=(_ANNOUNCE, pool), daemon=True).start()
+
+
+_ANNOUNCE: Any = None
+"""The queue on which a worker announces each member it leaves to others (inherited)."""
+_STARTED: dict[str, Any] = {}
+"""The readings of announced members (:func:`_read_member`) not yet taken, by path."""
+_TAKEN: set[str] = set()
+"""Members started by the parent before their announcement arrived."""
+_LOCK = threading.Lock()
+
+
+def _start_announced(queue: Any, pool: Any) -> None:
+    """In a thread of the scanning process: start reading each member a worker
+    announces (so they are read while the worker opens the rest of its container),
+    until ``None``."""
+    while True:
+        item = queue.get()
+        if item is None:
+            return
+        with _LOCK:
+            if item[0].path in _TAKEN:
+                _TAKEN.discard(item[0].path)
+                continue
+            try:
+                _STARTED[item[0].path] = pool.apply_async(_read_member, item)
+            except ValueError:  # the pool was stopped
+                return
+
+
+def _member_reading(pool: Any, item: tuple[Any, ...]) -> Any:
+    """The reading of a deferred member: the one its announcement started, else one
+    started now (and its announcement, when it comes, ignored)."""
+    with _LOCK:
+        res = _STARTED.pop(item[0].path, None)
+        if res is None:
+            _TAKEN.add(item[0].path)
+            res = pool.apply_async(_read_member, item)
+    return res
 
 
 _READY_UNITS = 128
@@ -177,7 +221,7 @@ def _warm(m: Any) -> None:
     from memkit.scan import json_escapes, multi
     from memkit.scan.encodings import prepare
 
-    _engine(m)
+    engine_of(m)
     prepare(m)
     for build in (multi._folding, multi._breakers, json_escapes._database):
         build()
@@ -187,14 +231,17 @@ def release(m: Any = None) -> None:
     """Stop the worker processes (those of matcher ``m`` only, when given)."""
     if not _POOL or (m is not None and _POOL.get("m") is not m):
         return
-    global _M
-    pool = _POOL.pop("pool")
-    pid = _POOL.pop("pid")
+    global _M, _ANNOUNCE
+    pool, pid, announce = _POOL.pop("pool"), _POOL.pop("pid"), _POOL.pop("announce")
     _POOL.clear()
-    _M = None
+    _M = _ANNOUNCE = None
     if pid == os.getpid():
         pool.terminate()
         pool.join()
+        announce.put(None)
+    with _LOCK:
+        _STARTED.clear()
+        _TAKEN.clear()
 
 
 def _pool(m: Any) -> Any:
@@ -221,6 +268,9 @@ class _Job:
     sql: bool = False
     """An SQLite file: its rows are read through SQL and decoded too (a few times the cost
     of its bytes alone)."""
+    box: bool = False
+    """A container: read as one job from the start (not in pieces, whose reading of the
+    rest waits for the caller), its large members by every worker."""
     scanner: Any = None
     """The scanner's class (:class:`memkit.residue.files.Scanner` or a subclass)."""
 
@@ -269,10 +319,11 @@ def _plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> l
             job = _Job(str(p), label, fam, surface, st.st_size, 0, scanner=base)
             try:
                 with open(p, "rb") as fh:
-                    head = fh.read(16)
+                    head = fh.read(512)
             except OSError:
                 head = b""
-            if content_kind(head, p.name) == "sqlite":  # its journals: read by its job
+            job.box = container_kind(head, p.name) is not None
+            if content_kind(head[:16], p.name) == "sqlite":  # its journals: read by its job
                 job.sql = True
                 for suf in wal_suffixes:
                     side = p.with_name(p.name + suf)
@@ -301,12 +352,20 @@ def _plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> l
 
 
 def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
-               raw: tuple[list[Any], list[Any]] | None = None, serde: Any = None) -> dict[str, Any]:
+               raw: tuple[list[Any], list[Any]] | None = None, serde: Any = None,
+               defer: bool = False) -> dict[str, Any]:
     """Read one file as :meth:`Scanner.file` does, into a report of its own; with
     ``raw``, the file's own bytes are not matched again (its UTF-8 and wide copies were
-    read in pieces and are added first)."""
+    read in pieces and are added first). With ``defer``, a member of the file (a
+    container, at any depth) of at least :data:`MEMBER_BYTES` that is no container itself is written
+    to a temporary file, announced (:data:`_ANNOUNCE`) and left to another worker
+    (:func:`_read_member`): the report is returned cut there, the rest in ``"then"``
+    (parts, and each member's arguments for :func:`_read_member`, in order), the
+    temporary directory in ``"tmp"``."""
     m = _LOCAL_M if _LOCAL_M is not None else _M
     report = kind(target="")
+    later: list[Any] = []
+    tmp: list[str] = []
 
     class JobScanner(job.scanner):  # type: ignore[name-defined,misc]
         def raw(self, data: Any, surface: str, label: str) -> int:
@@ -314,152 +373,84 @@ def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
                 return self.raw_hits(data, surface, label, raw[0], raw[1])
             return super().raw(data, surface, label)
 
+        def member(self, member: Any, label: str, family: Any, depth: int, budget: Budget) -> None:
+            if (not defer or len(member.data) < MEMBER_BYTES
+                    or self.box(member.data, label, self.content_kind(member.data[:16], member.name)) is not None):
+                return super().member(member, label, family, depth, budget)
+            if not tmp:
+                tmp.append(tempfile.mkdtemp(prefix="memkit-members-"))
+            path = os.path.join(tmp[0], str(len(later)))
+            with open(path, "wb") as fh:
+                fh.write(member.data)
+            mem = _Member(path, member.name, label, job.family, member.size, list(member.left), depth, job.scanner)
+            later.extend([self.report.part(), (mem, limits, skip_sql, kind, serde)])
+            self.report = kind(target="")
+            if _ANNOUNCE is not None:
+                _ANNOUNCE.put((mem, limits, skip_sql, kind, serde))
+
     scanner = JobScanner(report, m, limits, seen=dict(job.seen), skip_sql=set(skip_sql), checkpoint_serde=serde)
     budget = Budget(job.budget)
-    scanner.file(Path(job.path), job.label, job.scanner.FAMILIES[job.family], budget, surface=job.surface)
-    out = report.part()
+    try:
+        scanner.file(Path(job.path), job.label, job.scanner.FAMILIES[job.family], budget, surface=job.surface)
+    except BaseException:
+        if tmp:
+            shutil.rmtree(tmp[0], ignore_errors=True)
+        raise
+    parts = [*later, scanner.report.part()]
+    out = parts[0]
+    if tmp:
+        out.update(then=parts[1:], tmp=tmp[0])
     out["used"] = job.budget - budget.left
     return out
 
 
 def _read_batch(jobs: list[_Job], limits: Limits, skip_sql: set[str], kind: type,
-                serde: Any = None) -> list[dict[str, Any]]:
-    return [_read_file(j, limits, skip_sql, kind, None, serde) for j in jobs]
+                serde: Any = None, defer: bool = False) -> list[dict[str, Any]]:
+    return [_read_file(j, limits, skip_sql, kind, None, serde, defer) for j in jobs]
+
+
+MEMBER_BYTES = 1 << 20
+"""A container's member at least this large is read by any worker, not by the one
+that opens the container (:func:`_read_file`)."""
+
+
+@dataclass
+class _Member:
+    """A container's member left to another worker: its bytes in ``path``."""
+
+    path: str
+    name: str
+    label: str
+    family: str
+    size: int
+    left: list[str]
+    depth: int
+    scanner: Any
+
+
+def _read_member(mem: _Member, limits: Limits, skip_sql: set[str], kind: type, serde: Any = None) -> dict[str, Any]:
+    """Read a member written by :func:`_read_file` as :meth:`Scanner.member` reads it in
+    the container's own reading, into a report of its own."""
+    from memkit.residue.containers import Member
+
+    m = _LOCAL_M if _LOCAL_M is not None else _M
+    report = kind(target="")
+    scanner = mem.scanner(report, m, limits, skip_sql=set(skip_sql), checkpoint_serde=serde)
+    with open(mem.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        scanner.member(Member(mem.name, data, mem.size, list(mem.left)), mem.label,
+                       mem.scanner.FAMILIES[mem.family], mem.depth, Budget(0))
+    return report.part()
 
 
 _LOCAL_M: Any = None
 """The matcher of a plan run in this process."""
 
 
-@dataclass
-class _Piece:
-    """What one piece of a large file holds (:func:`_read_piece`)."""
-
-    lo: int
-    hi: int
-    states: dict[int, tuple[dict[tuple[int, int], str], list[tuple[int, int]], bool]]
-    wide: list[Any]
-
-
-def _engine(m: Any) -> Any:
-    from memkit.scan.engine import single_engine
-
-    return m.engine if hasattr(m, "engine") else single_engine(m.secret)
-
-
-BLOCK_BYTES = 4 << 20
-"""Bytes read by the scan engine and the wide readings one after the other, while they
-are in the CPU's cache (each reads them from memory once, not once per pass)."""
-
-
-def _blocks(data: Any, m: Any, lo: int, hi: int) -> list[_Piece]:
-    """The copies that start in ``data[lo:hi]``, as pieces of :data:`BLOCK_BYTES`: per
-    secret its chain from the block's start (copies, the secret as given, whether the
-    pattern read it as given), and the wide candidates
-    (:func:`memkit.scan.encodings.wide_candidates`)."""
-    from memkit.scan.encodings import wide_candidates
-
-    engine = _engine(m)
-    out = []
-    for a in range(lo, hi, BLOCK_BYTES):
-        b = min(hi, a + BLOCK_BYTES)
-        st = engine.scan_part(data, a, b)
-        states = {i: (st.found.get(i, {}), st.exact.get(i, []), i in st.exact_seen)
-                  for i in set(st.found) | set(st.exact)}
-        out.append(_Piece(a, b, states, wide_candidates(data, m, a, b)))
-    return out
-
-
-def _read_piece(path: str, lo: int, hi: int) -> list[_Piece]:
+def _read_piece(path: str, lo: int, hi: int) -> list[Piece]:
     """:func:`_blocks` of ``[lo, hi)`` of a file."""
     m = _LOCAL_M if _LOCAL_M is not None else _M
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return _blocks(mm, m, lo, hi)
-
-
-def raw_copies(m: Any, data: Any) -> tuple[list[tuple[int, int, str, int | None]], list[Any]]:
-    """The UTF-8 copies (``(start, end, kind, index)``) and the wide copies of ``data``
-    for :meth:`memkit.residue.files.Scanner.raw`: read in blocks (:data:`BLOCK_BYTES`) when
-    it is larger than two, else in one pass each."""
-    from memkit.scan.encodings import byte_spans, pick, wide_spans
-
-    if len(data) <= 2 * BLOCK_BYTES or _engine(m) is None:
-        spans = byte_spans(m, data)
-        return spans, wide_spans(data, m, exclude=[(s, e, i) for s, e, _, i in spans])
-    pieces = _blocks(data, m, 0, len(data))
-    spans = _join(_engine(m), data, pieces)
-    if not hasattr(m, "engine"):
-        spans = [(s, e, k, None) for s, e, k, _ in spans]
-    return spans, pick([c for p in pieces for c in p.wide], [(s, e, i) for s, e, _, i in spans])
-
-
-# --------------------------------------------------------------------------- joining pieces
-
-
-def _rechain(find: Any, data: Any, pos: int, hi: int, theirs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """A chain read on from ``pos`` (``find(pos) -> (start, end) | None``), until it meets
-    a span of the piece's chain ``theirs`` (from there on the two agree) or starts past
-    ``hi``."""
-    mine: list[tuple[int, int]] = []
-    known = set(theirs)
-    while True:
-        sp = find(pos)
-        if sp is None or sp[0] >= hi:
-            return mine
-        if sp in known:
-            return mine + [t for t in theirs if t[0] >= sp[0]]
-        mine.append(sp)
-        pos = sp[1] if sp[1] > sp[0] else sp[0] + 1
-
-
-def _join(engine: Any, data: Any, pieces: list[_Piece]) -> list[tuple[int, int, str, int | None]]:
-    """The copies of a whole file from its pieces, in order (module doc), as
-    ``(start, end, kind, index)`` like :func:`memkit.scan.encodings.byte_spans`."""
-    size = len(data)
-    found: dict[int, dict[tuple[int, int], str]] = {}
-    literal: dict[int, list[tuple[int, int]]] = {}
-    seen: set[int] = set()
-    last: dict[int, int] = {}
-    last_lit: dict[int, int] = {}
-    for piece in pieces:
-        for i, (spans, lits, exact_seen) in sorted(piece.states.items()):
-            entry = engine._entry(i)
-            chain = sorted(spans)
-            if chain and chain[0][0] < last.get(i, 0):  # overlaps the copy before the piece
-                pattern, stop = entry.matcher.bytes, min(size, piece.hi + engine.overlap)
-
-                def find(pos: int, pattern: Any = pattern, stop: int = stop) -> tuple[int, int] | None:
-                    mt = pattern.search(data, pos, stop)
-                    return mt.span() if mt else None
-
-                chain = _rechain(find, data, last[i], piece.hi, chain)
-                spans = {sp: "exact" if bytes(data[sp[0]:sp[1]]) == entry.exact else "normalized" for sp in chain}
-                exact_seen = exact_seen or "exact" in spans.values()
-            if chain:
-                last[i] = chain[-1][1]
-            found.setdefault(i, {}).update((sp, spans[sp]) for sp in chain)
-            if exact_seen:
-                seen.add(i)
-            lits = sorted(lits)
-            if lits and lits[0][0] < last_lit.get(i, 0):
-                exact = entry.exact
-
-                def find_lit(pos: int, exact: bytes = exact) -> tuple[int, int] | None:
-                    at = data.find(exact, pos)
-                    return (at, at + len(exact)) if at >= 0 else None
-
-                lits = _rechain(find_lit, data, last_lit[i], piece.hi, lits)
-            if lits:
-                last_lit[i] = lits[-1][1]
-            literal.setdefault(i, []).extend(lits)
-    out: list[tuple[int, int, str, int | None]] = []
-    for i in sorted(set(found) | set(literal)):
-        spans = dict(found.get(i, {}))
-        if i not in seen:
-            for sp in literal.get(i, []):
-                spans.setdefault(sp, "exact")
-        out += [(s, e, k, i) for (s, e), k in spans.items()]
-    return sorted(out)
+        return blocks(mm, m, lo, hi)
 
 
 def _pieces(size: int, n_workers: int) -> list[tuple[int, int]]:
@@ -471,9 +462,9 @@ def _pieces(size: int, n_workers: int) -> list[tuple[int, int]]:
 
 
 def _cost(job: _Job) -> int:
-    """A job's expected reading time, in bytes of plain file: an SQLite file counts four
-    times its size."""
-    return job.size * (4 if job.sql else 1)
+    """A job's expected reading time, in bytes of plain file: an SQLite file or a
+    container counts four times its size."""
+    return job.size * (4 if job.sql or job.box else 1)
 
 
 class Reading:
@@ -489,7 +480,7 @@ class Reading:
         jobs = [e[1] for e in events if e[0] == "job"]
         for job in jobs:
             job.budget = budget.left
-            if pool is not None and job.size > 2 * PIECE_BYTES and _engine(scanner.m) is not None:
+            if pool is not None and job.size > 2 * PIECE_BYTES and not job.box and engine_of(scanner.m) is not None:
                 job.split = True
                 job.pieces = _pieces(job.size, n)
         if pool is None:
@@ -508,7 +499,7 @@ class Reading:
                 batches.append([])
         # the costliest first, so that no long one is left to run alone at the end
         for batch in sorted((b for b in batches if b), key=lambda b: -sum(_cost(j) for j in b)):
-            res = pool.apply_async(_read_batch, (batch, limits, skip, kind, serde))
+            res = pool.apply_async(_read_batch, (batch, limits, skip, kind, serde, True))
             for k, j in enumerate(batch):
                 self.pending[id(j)] = (res, k)
 
@@ -530,38 +521,46 @@ class Reading:
                 elif ev == "note":
                     scanner.report.notes.append(item)
                 else:
-                    _finish_job(scanner, item, self.budget, self.pool, self.pending, limits, skip, kind, serde)
+                    _finish_job(self, item, limits, skip, kind, serde)
         finally:
             _LOCAL_M = None
 
 
-def _finish_job(scanner: Any, job: _Job, budget: Budget, pool: Any, pending: dict[Any, Any], limits: Limits,
-                skip: set[str], kind: type, serde: Any = None) -> None:
-    """Add one job's findings to the report; a job that used more of the budget than
-    was left for it (the jobs before it used some) is read again here with what was
-    left."""
+def _finish_job(reading: Reading, job: _Job, limits: Limits, skip: set[str], kind: type, serde: Any = None) -> None:
+    """Add one job's findings to the report, then those of the members it left to
+    other workers, in order; a job that used more of the budget than was left for it
+    (the jobs before it used some) is read again here with what was left."""
+    scanner, budget, pool, pending = reading.scanner, reading.budget, reading.pool, reading.pending
     report = scanner.report
-    changed = None
+    changed: Any = False
     if job.split:
         before = Snapshot.of(job.path)
         raw = _joined_raw(scanner, job, pending)
         job.budget = budget.left
-        frag = (pool.apply(_read_file, (job, limits, skip, kind, raw, serde)) if pool is not None
+        frag = (pool.apply(_read_file, (job, limits, skip, kind, raw, serde, True)) if pool is not None
                 else _read_file(job, limits, skip, kind, raw, serde))
-        if Snapshot.of(job.path) != before:
-            changed = next((c for c in frag["coverage"] if c.path == job.label), None)
+        changed = Snapshot.of(job.path) != before
     elif id(job) in pending:
         res, k = pending.pop(id(job))
         frag = res.get()[k]
     else:
         job.budget = budget.left
         frag = _read_file(job, limits, skip, kind, None, serde)
+    try:
+        parts = [frag, *(_member_reading(pool, x).get() if isinstance(x, tuple) else x
+                         for x in frag.get("then", []))]
+    finally:
+        if "tmp" in frag:
+            shutil.rmtree(frag["tmp"], ignore_errors=True)
     if frag["used"] > budget.left:
         job.budget = budget.left
-        frag = _read_file(job, limits, skip, kind, None, serde)
-    budget.left -= frag["used"]
-    report.add_part(frag)
-    if changed is not None and not any(x.startswith("changed during") for x in changed.left):
+        parts = [_read_file(job, limits, skip, kind, None, serde)]
+    budget.left -= parts[0]["used"]
+    for part in parts:
+        report.add_part(part)
+    if changed:
+        changed = next((c for part in parts for c in part["coverage"] if c.path == job.label), None)
+    if changed and not any(x.startswith("changed during") for x in changed.left):
         changed.left.append("changed during the scan (size, modification time or inode differ before "
                             "and after): scan again when it is idle")
         report.skip(changed.surface, f"{changed.path}: " + "; ".join(changed.left))
@@ -573,7 +572,7 @@ def _joined_raw(scanner: Any, job: _Job, pending: dict[Any, Any]) -> tuple[list[
 
     pieces = [block for lo, _ in job.pieces for block in pending.pop((id(job), lo)).get()]
     with open(job.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        spans = _join(_engine(scanner.m), mm, pieces)
+        spans = join(engine_of(scanner.m), mm, pieces)
     if not hasattr(scanner.m, "engine"):
         spans = [(s, e, k, None) for s, e, k, _ in spans]
     wide = pick([c for p in pieces for c in p.wide], [(s, e, i) for s, e, _, i in spans])
