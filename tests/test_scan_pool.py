@@ -303,3 +303,18 @@ def test_members_of_a_container_are_read_by_every_worker(tmp_path, monkeypatch, 
         assert any(h.location.startswith(f"{d}/{arch}!doc.json") for h in hits), arch
         assert any(h.location.startswith(f"{d}/{arch}!t.txt@") and "[utf-16-" in h.location for h in hits), arch
         assert any(h.location.startswith(f"{d}/{arch}!inner.gz!inner") for h in hits), arch
+
+
+def test_members_are_read_where_they_cannot_be_written_out(tmp_path, monkeypatch):
+    """With no room for temporary files, the worker that opens a container reads its
+    members itself: the same report, nothing lost."""
+    d, _ = _archives(tmp_path)
+    m = MultiMatcher(SECRETS)
+    one = read(d, m, Limits(), False, monkeypatch)
+    monkeypatch.setattr(scan_pool, "MEMBER_BYTES", 4096)
+
+    def full() -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(scan_pool, "_temp_dir", full)
+    assert read(d, m, Limits(), True, monkeypatch).to_dict() == one.to_dict()

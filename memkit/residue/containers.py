@@ -196,10 +196,13 @@ class _Decompressing(io.RawIOBase):
     decompressors (``zlib``, ``bz2``, ``lzma``) or ``zstandard``'s. Unlike
     ``gzip.GzipFile`` it keeps what was decompressed before a cut, and it knows whether
     the last frame ended (``complete``), which ``zstandard``'s reader does not say.
-    Input goes in small pieces and output is capped per call, so no single call can
-    expand a bomb."""
+    Output is capped per call (``zlib``, ``bz2`` and ``lzma`` keep the input they have
+    not used), so no single call can expand a bomb; ``zstandard``'s decompressor has no
+    such cap, so its input goes in small pieces (a 64 KiB piece could expand to
+    gigabytes; 256-byte pieces made gzip half as fast as ``zlib`` alone)."""
 
-    _FEED = 256
+    _FEED = 1 << 16
+    _FEED_ZSTD = 256
     _OUT = 1 << 20
 
     def __init__(self, kind: str, data: Any) -> None:
@@ -260,7 +263,7 @@ class _Decompressing(io.RawIOBase):
         else:
             if self._pos >= len(self._data):
                 return False
-            chunk = bytes(self._data[self._pos: self._pos + self._FEED])
+            chunk = bytes(self._data[self._pos: self._pos + self._FEED_ZSTD])
             self._pos += len(chunk)
             self._fresh = False
             self._buf += obj.decompress(chunk)

@@ -1,9 +1,8 @@
 """Every core for the files of one scan: :func:`start_path` plans what
 :class:`memkit.residue.files.Scanner` reads under a path and reads it in worker processes.
 
-A plan is the walk :class:`~memkit.residue.files.Scanner` makes (same order, same links
-followed once, same records for what cannot be read), with every regular file a *job*
-instead of a read: a worker runs :meth:`Scanner.file` on it into a report of its own
+A plan (:func:`memkit.residue.plan.plan`) is the walk :class:`~memkit.residue.files.Scanner`
+makes, with every regular file a *job* instead of a read: a worker runs :meth:`Scanner.file` on it into a report of its own
 (containers, SQLite rows, JSON and the wide readings included), and the parent adds
 each job's hits, notes and coverage to the scan's report in the order of the plan, so
 the report is the one a single process writes. Small files go to a worker in batches;
@@ -39,17 +38,17 @@ import mmap
 import multiprocessing
 import os
 import shutil
-import stat as stat_mod
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memkit.residue.containers import Budget, Limits, container_kind
-from memkit.residue.coverage import FileCoverage, Snapshot
+from memkit.residue.containers import Budget, Limits
+from memkit.residue.coverage import Snapshot
 from memkit.residue.pieces import Piece, blocks, engine_of, join
+from memkit.residue.plan import Job, family_name, plan
 
 __all__ = ["MEMBER_BYTES", "PIECE_BYTES", "WORKER_NICE", "Reading", "prefork", "release", "start_path", "workers"]
 
@@ -121,40 +120,47 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
 
 _ANNOUNCE: Any = None
 """The queue on which a worker announces each member it leaves to others (inherited)."""
-_STARTED: dict[str, Any] = {}
-"""The readings of announced members (:func:`_read_member`) not yet taken, by path."""
-_TAKEN: set[str] = set()
-"""Members started by the parent before their announcement arrived."""
+_STARTED: dict[Any, Any] = {}
+"""The announced readings not yet taken, by key."""
+_TAKEN: set[Any] = set()
+"""Readings the parent started before their announcement arrived."""
 _LOCK = threading.Lock()
 
 
 def _start_announced(queue: Any, pool: Any) -> None:
-    """In a thread of the scanning process: start reading each member a worker
-    announces (so they are read while the worker opens the rest of its container),
-    until ``None``."""
+    """In a thread of the scanning process: start each reading a worker announces
+    (``(key, function name, arguments)``: a member it left to others, a piece of a
+    container's bytes), so they run while that worker reads on, until ``None``."""
     while True:
         item = queue.get()
         if item is None:
             return
+        key, name, args = item
         with _LOCK:
-            if item[0].path in _TAKEN:
-                _TAKEN.discard(item[0].path)
+            if key in _TAKEN:
+                _TAKEN.discard(key)
                 continue
             try:
-                _STARTED[item[0].path] = pool.apply_async(_read_member, item)
+                _STARTED[key] = pool.apply_async(globals()[name], args)
             except ValueError:  # the pool was stopped
                 return
 
 
-def _member_reading(pool: Any, item: tuple[Any, ...]) -> Any:
-    """The reading of a deferred member: the one its announcement started, else one
+def _started(pool: Any, key: Any, name: str, args: tuple[Any, ...]) -> Any:
+    """The reading announced as ``key``: the one its announcement started, else one
     started now (and its announcement, when it comes, ignored)."""
     with _LOCK:
-        res = _STARTED.pop(item[0].path, None)
+        res = _STARTED.pop(key, None)
         if res is None:
-            _TAKEN.add(item[0].path)
-            res = pool.apply_async(_read_member, item)
+            _TAKEN.add(key)
+            res = pool.apply_async(globals()[name], args)
     return res
+
+
+def _announce(key: Any, name: str, args: tuple[Any, ...]) -> None:
+    """In a worker: have the scanning process start ``name(*args)`` in the pool now."""
+    if _ANNOUNCE is not None:
+        _ANNOUNCE.put((key, name, args))
 
 
 _READY_UNITS = 128
@@ -249,109 +255,10 @@ def _pool(m: Any) -> Any:
     return _POOL.get("pool") if _POOL.get("m") is m else None
 
 
-# --------------------------------------------------------------------------- planning
-
-
-@dataclass
-class _Job:
-    """One file to read in a worker (:meth:`Scanner.file` on it)."""
-
-    path: str
-    label: str
-    family: str
-    surface: str | None
-    size: int
-    budget: int
-    seen: dict[tuple[int, int], str] = field(default_factory=dict)
-    pieces: list[tuple[int, int]] = field(default_factory=list)
-    split: bool = False
-    sql: bool = False
-    """An SQLite file: its rows are read through SQL and decoded too (a few times the cost
-    of its bytes alone)."""
-    box: bool = False
-    """A container: read as one job from the start (not in pieces, whose reading of the
-    rest waits for the caller), its large members by every worker."""
-    scanner: Any = None
-    """The scanner's class (:class:`memkit.residue.files.Scanner` or a subclass)."""
-
-
-class _Notes(list):  # type: ignore[type-arg]
-    """A report's ``notes`` during planning: each note joins the plan in order."""
-
-    def __init__(self, events: list[Any]) -> None:
-        super().__init__()
-        self._events = events
-
-    def append(self, note: Any) -> None:
-        self._events.append(("note", note))
-
-
-class _PlanReport:
-    def __init__(self, events: list[Any]) -> None:
-        self.notes = _Notes(events)
-
-
-def _family_name(scanner: Any, family: Any) -> str:
-    for name, fam in scanner.FAMILIES.items():
-        if fam is family:
-            return name
-    raise ValueError("scan_pool: a family other than DISK, SIDE, CACHE")
-
-
-def _plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> list[Any]:
-    """The walk :meth:`Scanner.path` makes, as events: ``("cover", record)``,
-    ``("note", text)``, ``("job", _Job)``. Marks what it plans as seen on ``scanner``
-    (a SQLite file's journals too, which its job reads)."""
-    base = type(scanner)
-    content_kind, wal_suffixes = base.content_kind, base.WAL_SUFFIXES
-    events: list[Any] = []
-    fam = _family_name(scanner, family)
-
-    class Planner(base):  # type: ignore[valid-type,misc]
-        def _cover(self, cov: FileCoverage) -> None:
-            events.append(("cover", cov))
-
-        def file(self, p: Path, label: str, family: Any, budget: Budget | None = None,
-                 surface: str | None = None) -> None:
-            st = self.claim(p, label, family, surface)
-            if st is None:
-                return
-            job = _Job(str(p), label, fam, surface, st.st_size, 0, scanner=base)
-            try:
-                with open(p, "rb") as fh:
-                    head = fh.read(512)
-            except OSError:
-                head = b""
-            job.box = container_kind(head, p.name) is not None
-            if content_kind(head[:16], p.name) == "sqlite":  # its journals: read by its job
-                job.sql = True
-                for suf in wal_suffixes:
-                    side = p.with_name(p.name + suf)
-                    try:
-                        sst = os.stat(side)
-                    except OSError:
-                        continue
-                    if stat_mod.S_ISREG(sst.st_mode):
-                        skey = (sst.st_dev, sst.st_ino)
-                        if skey in self.seen:
-                            job.seen[skey] = self.seen[skey]
-                        else:
-                            self.seen[skey] = label + suf
-            events.append(("job", job))
-
-    planner = Planner(_PlanReport(events), scanner.m, scanner.limits, seen=scanner.seen,
-                      skip_sql=scanner.skip_sql)
-    if top.is_dir():
-        planner._walk(top, label, family, set(), budget)
-    else:
-        planner._entry(top, label, family, set(), budget)
-    return events
-
-
 # --------------------------------------------------------------------------- worker side
 
 
-def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
+def _read_file(job: Job, limits: Limits, skip_sql: set[str], kind: type,
                raw: tuple[list[Any], list[Any]] | None = None, serde: Any = None,
                defer: bool = False) -> dict[str, Any]:
     """Read one file as :meth:`Scanner.file` does, into a report of its own; with
@@ -367,26 +274,53 @@ def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
     later: list[Any] = []
     tmp: list[str] = []
 
+    def written(data: Any) -> str | None:
+        """``data`` in a temporary file, or ``None`` where it cannot be written (no room:
+        the caller reads it here instead)."""
+        try:
+            if not tmp:
+                tmp.append(_temp_dir())
+            path = os.path.join(tmp[0], str(len(later)))
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError:
+            return None
+        return path
+
     class JobScanner(job.scanner):  # type: ignore[name-defined,misc]
+        def cut(self, item: tuple[Any, ...]) -> None:
+            later.extend([self.report.part(), item])
+            self.report = kind(target="")
+
         def raw(self, data: Any, surface: str, label: str) -> int:
             if raw is not None and label == job.label:
                 return self.raw_hits(data, surface, label, raw[0], raw[1])
+            content = self.content_kind(bytes(data[:16]), label.rsplit("!", 1)[-1])
+            if (defer and len(data) > 2 * PIECE_BYTES and engine_of(self.m) is not None and content != "json"
+                    and self.box(data, label, content) is not None):
+                # a large container's bytes: read in pieces by every worker while this one
+                # opens it (what a container's raw reading finds is not used here)
+                path = job.path if label == job.label else written(data)
+                if path is None:
+                    return super().raw(data, surface, label)
+                pieces = _pieces(len(data), workers())
+                for lo, hi in pieces:
+                    _announce((path, lo), "_read_piece", (path, lo, hi))
+                self.cut(("raw", path, label, surface, pieces, job.scanner))
+                return 0
             return super().raw(data, surface, label)
 
         def member(self, member: Any, label: str, family: Any, depth: int, budget: Budget) -> None:
             if (not defer or len(member.data) < MEMBER_BYTES
                     or self.box(member.data, label, self.content_kind(member.data[:16], member.name)) is not None):
                 return super().member(member, label, family, depth, budget)
-            if not tmp:
-                tmp.append(tempfile.mkdtemp(prefix="memkit-members-"))
-            path = os.path.join(tmp[0], str(len(later)))
-            with open(path, "wb") as fh:
-                fh.write(member.data)
-            mem = _Member(path, member.name, label, job.family, member.size, list(member.left), depth, job.scanner)
-            later.extend([self.report.part(), (mem, limits, skip_sql, kind, serde)])
-            self.report = kind(target="")
-            if _ANNOUNCE is not None:
-                _ANNOUNCE.put((mem, limits, skip_sql, kind, serde))
+            path = written(member.data)
+            if path is None:
+                return super().member(member, label, family, depth, budget)
+            args = (_Member(path, member.name, label, job.family, member.size, list(member.left), depth, job.scanner),
+                    limits, skip_sql, kind, serde)
+            self.cut(("member", path, args))
+            _announce(path, "_read_member", args)
 
     scanner = JobScanner(report, m, limits, seen=dict(job.seen), skip_sql=set(skip_sql), checkpoint_serde=serde)
     budget = Budget(job.budget)
@@ -398,15 +332,22 @@ def _read_file(job: _Job, limits: Limits, skip_sql: set[str], kind: type,
         raise
     parts = [*later, scanner.report.part()]
     out = parts[0]
+    if later:
+        out["then"] = parts[1:]
     if tmp:
-        out.update(then=parts[1:], tmp=tmp[0])
+        out["tmp"] = tmp[0]
     out["used"] = job.budget - budget.left
     return out
 
 
-def _read_batch(jobs: list[_Job], limits: Limits, skip_sql: set[str], kind: type,
+def _read_batch(jobs: list[Job], limits: Limits, skip_sql: set[str], kind: type,
                 serde: Any = None, defer: bool = False) -> list[dict[str, Any]]:
     return [_read_file(j, limits, skip_sql, kind, None, serde, defer) for j in jobs]
+
+
+def _temp_dir() -> str:
+    """A new directory for the members a worker leaves to others."""
+    return tempfile.mkdtemp(prefix="memkit-members-")
 
 
 MEMBER_BYTES = 1 << 20
@@ -461,7 +402,7 @@ def _pieces(size: int, n_workers: int) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- running a plan
 
 
-def _cost(job: _Job) -> int:
+def _cost(job: Job) -> int:
     """A job's expected reading time, in bytes of plain file: an SQLite file or a
     container counts four times its size."""
     return job.size * (4 if job.sql or job.box else 1)
@@ -490,7 +431,7 @@ class Reading:
         for job in jobs:  # pieces of large files first (they are the long part), then batches of small files
             for lo, hi in job.pieces:
                 self.pending[id(job), lo] = pool.apply_async(_read_piece, (job.path, lo, hi))
-        batches: list[list[_Job]] = [[]]
+        batches: list[list[Job]] = [[]]
         for job in jobs:
             if job.split:
                 continue
@@ -526,7 +467,7 @@ class Reading:
             _LOCAL_M = None
 
 
-def _finish_job(reading: Reading, job: _Job, limits: Limits, skip: set[str], kind: type, serde: Any = None) -> None:
+def _finish_job(reading: Reading, job: Job, limits: Limits, skip: set[str], kind: type, serde: Any = None) -> None:
     """Add one job's findings to the report, then those of the members it left to
     other workers, in order; a job that used more of the budget than was left for it
     (the jobs before it used some) is read again here with what was left."""
@@ -547,8 +488,7 @@ def _finish_job(reading: Reading, job: _Job, limits: Limits, skip: set[str], kin
         job.budget = budget.left
         frag = _read_file(job, limits, skip, kind, None, serde)
     try:
-        parts = [frag, *(_member_reading(pool, x).get() if isinstance(x, tuple) else x
-                         for x in frag.get("then", []))]
+        parts = [frag, *(x if isinstance(x, dict) else _later(reading, x) for x in frag.get("then", []))]
     finally:
         if "tmp" in frag:
             shutil.rmtree(frag["tmp"], ignore_errors=True)
@@ -566,17 +506,36 @@ def _finish_job(reading: Reading, job: _Job, limits: Limits, skip: set[str], kin
         report.skip(changed.surface, f"{changed.path}: " + "; ".join(changed.left))
 
 
-def _joined_raw(scanner: Any, job: _Job, pending: dict[Any, Any]) -> tuple[list[Any], list[Any]]:
-    """UTF-8 and wide copies of a file read in pieces."""
+def _later(reading: Reading, item: tuple[Any, ...]) -> dict[str, Any]:
+    """The report part of what a job left to other workers (:func:`_read_file`): a
+    member's (``("member", path, arguments)``), or the hits of a container's bytes
+    read in pieces (``("raw", path, label, surface, pieces, scanner class)``)."""
+    if item[0] == "member":
+        return _started(reading.pool, item[1], "_read_member", item[2]).get()
+    _, path, label, surface, pieces, scanner_class = item
+    read = [b for lo, hi in pieces for b in _started(reading.pool, (path, lo), "_read_piece", (path, lo, hi)).get()]
+    m = reading.scanner.m
+    report = type(reading.scanner.report)(target="")
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        scanner_class(report, m, reading.scanner.limits).raw_hits(mm, surface, label, *_copies(m, mm, read))
+    return report.part()
+
+
+def _copies(m: Any, data: Any, read: list[Piece]) -> tuple[list[Any], list[Any]]:
+    """UTF-8 and wide copies of ``data`` from the blocks its pieces were read in, in order."""
     from memkit.scan.encodings import pick
 
-    pieces = [block for lo, _ in job.pieces for block in pending.pop((id(job), lo)).get()]
-    with open(job.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        spans = join(engine_of(scanner.m), mm, pieces)
-    if not hasattr(scanner.m, "engine"):
+    spans = join(engine_of(m), data, read)
+    if not hasattr(m, "engine"):
         spans = [(s, e, k, None) for s, e, k, _ in spans]
-    wide = pick([c for p in pieces for c in p.wide], [(s, e, i) for s, e, _, i in spans])
-    return spans, wide
+    return spans, pick([c for p in read for c in p.wide], [(s, e, i) for s, e, _, i in spans])
+
+
+def _joined_raw(scanner: Any, job: Job, pending: dict[Any, Any]) -> tuple[list[Any], list[Any]]:
+    """UTF-8 and wide copies of a file read in pieces."""
+    read = [block for lo, _ in job.pieces for block in pending.pop((id(job), lo)).get()]
+    with open(job.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return _copies(scanner.m, mm, read)
 
 
 def _size(events: list[Any]) -> Iterator[int]:
@@ -591,9 +550,9 @@ def start_path(scanner: Any, top: Path, family: Any, label: str, budget: Budget)
     (module doc); ``None`` (nothing done) for a family this module does not know.
     Nothing reaches the report before :meth:`Reading.finish`."""
     try:
-        _family_name(scanner, family)
+        family_name(scanner, family)
     except ValueError:
         return None
-    events = _plan(scanner, top, family, label, budget)
+    events = plan(scanner, top, family, label, budget)
     total = sum(_size(events))
     return Reading(scanner, events, budget, _pool(scanner.m) if total >= _INLINE_BYTES else None)
