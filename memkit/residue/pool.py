@@ -112,14 +112,17 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
     _warm(m)
     global _ANNOUNCE
     ctx = multiprocessing.get_context("fork")
-    _M, _ANNOUNCE = m, ctx.SimpleQueue()  # both inherited by the workers
+    reader, writer = ctx.Pipe(duplex=False)
+    _M, _ANNOUNCE = m, (writer, ctx.Lock())  # both inherited by the workers
     pool = ctx.Pool(workers(), initializer=_ready)
-    _POOL.update(m=m, pid=os.getpid(), pool=pool, announce=_ANNOUNCE)
-    threading.Thread(target=_start_announced, args=(_ANNOUNCE, pool), daemon=True).start()
+    stop = threading.Event()
+    _POOL.update(m=m, pid=os.getpid(), pool=pool, stop=stop)
+    threading.Thread(target=_start_announced, args=(reader, pool, stop), daemon=True).start()
 
 
 _ANNOUNCE: Any = None
-"""The queue on which a worker announces each member it leaves to others (inherited)."""
+"""The pipe (and its writers' lock) on which a worker announces what it leaves to
+others (inherited)."""
 _STARTED: dict[Any, Any] = {}
 """The announced readings not yet taken, by key."""
 _TAKEN: set[Any] = set()
@@ -127,15 +130,18 @@ _TAKEN: set[Any] = set()
 _LOCK = threading.Lock()
 
 
-def _start_announced(queue: Any, pool: Any) -> None:
+def _start_announced(reader: Any, pool: Any, stop: threading.Event) -> None:
     """In a thread of the scanning process: start each reading a worker announces
     (``(key, function name, arguments)``: a member it left to others, a piece of a
-    container's bytes), so they run while that worker reads on, until ``None``."""
-    while True:
-        item = queue.get()
-        if item is None:
+    container's bytes), so they run while that worker reads on, until ``stop`` (never
+    a message: a worker stopped while writing one could hold the writers' lock)."""
+    while not stop.is_set():
+        try:
+            if not reader.poll(0.2):
+                continue
+            key, name, args = reader.recv()
+        except (EOFError, OSError):
             return
-        key, name, args = item
         with _LOCK:
             if key in _TAKEN:
                 _TAKEN.discard(key)
@@ -160,7 +166,9 @@ def _started(pool: Any, key: Any, name: str, args: tuple[Any, ...]) -> Any:
 def _announce(key: Any, name: str, args: tuple[Any, ...]) -> None:
     """In a worker: have the scanning process start ``name(*args)`` in the pool now."""
     if _ANNOUNCE is not None:
-        _ANNOUNCE.put((key, name, args))
+        writer, lock = _ANNOUNCE
+        with lock:
+            writer.send((key, name, args))
 
 
 _READY_UNITS = 128
@@ -238,13 +246,13 @@ def release(m: Any = None) -> None:
     if not _POOL or (m is not None and _POOL.get("m") is not m):
         return
     global _M, _ANNOUNCE
-    pool, pid, announce = _POOL.pop("pool"), _POOL.pop("pid"), _POOL.pop("announce")
+    pool, pid, stop = _POOL.pop("pool"), _POOL.pop("pid"), _POOL.pop("stop")
     _POOL.clear()
     _M = _ANNOUNCE = None
+    stop.set()
     if pid == os.getpid():
         pool.terminate()
         pool.join()
-        announce.put(None)
     with _LOCK:
         _STARTED.clear()
         _TAKEN.clear()
@@ -303,10 +311,10 @@ def _read_file(job: Job, limits: Limits, skip_sql: set[str], kind: type,
                 path = job.path if label == job.label else written(data)
                 if path is None:
                     return super().raw(data, surface, label)
-                pieces = _pieces(len(data), workers())
+                pieces, token = _pieces(len(data), workers()), os.urandom(8).hex()
                 for lo, hi in pieces:
-                    _announce((path, lo), "_read_piece", (path, lo, hi))
-                self.cut(("raw", path, label, surface, pieces, job.scanner))
+                    _announce((token, lo), "_read_piece", (path, lo, hi))
+                self.cut(("raw", path, label, surface, pieces, job.scanner, token))
                 return 0
             return super().raw(data, surface, label)
 
@@ -509,11 +517,11 @@ def _finish_job(reading: Reading, job: Job, limits: Limits, skip: set[str], kind
 def _later(reading: Reading, item: tuple[Any, ...]) -> dict[str, Any]:
     """The report part of what a job left to other workers (:func:`_read_file`): a
     member's (``("member", path, arguments)``), or the hits of a container's bytes
-    read in pieces (``("raw", path, label, surface, pieces, scanner class)``)."""
+    read in pieces (``("raw", path, label, surface, pieces, scanner class, key)``)."""
     if item[0] == "member":
         return _started(reading.pool, item[1], "_read_member", item[2]).get()
-    _, path, label, surface, pieces, scanner_class = item
-    read = [b for lo, hi in pieces for b in _started(reading.pool, (path, lo), "_read_piece", (path, lo, hi)).get()]
+    _, path, label, surface, pieces, scanner_class, token = item
+    read = [b for lo, hi in pieces for b in _started(reading.pool, (token, lo), "_read_piece", (path, lo, hi)).get()]
     m = reading.scanner.m
     report = type(reading.scanner.report)(target="")
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
