@@ -318,3 +318,55 @@ def test_members_are_read_where_they_cannot_be_written_out(tmp_path, monkeypatch
 
     monkeypatch.setattr(scan_pool, "_temp_dir", full)
     assert read(d, m, Limits(), True, monkeypatch).to_dict() == one.to_dict()
+
+
+@pytest.mark.parametrize("name", ["a!.json", "b!.db", "c.json!.tar"])
+def test_a_large_container_is_known_by_its_own_name(tmp_path, monkeypatch, name):
+    """A container large enough to be read in pieces, under a name whose part after a
+    ``!`` says another kind: the pooled report is the one-process report (the same
+    readings, decoders and notes)."""
+    import io
+    import tarfile
+
+    d = tmp_path / "d"
+    d.mkdir()
+    rng = random.Random(3)
+    text = (rng.randbytes(60_000).hex() + f" {SECRETS[0]} ").encode()
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as tf:
+        for k in range(3):
+            info = tarfile.TarInfo(f"m{k}.txt")
+            info.size = len(text)
+            tf.addfile(info, io.BytesIO(text))
+    assert len(tar.getvalue()) > 2 * PIECE
+    (d / name).write_bytes(tar.getvalue())
+    m = MultiMatcher(SECRETS)
+    one = read(d, m, Limits(), False, monkeypatch)
+    monkeypatch.setattr(scan_pool, "MEMBER_BYTES", 4096)
+    assert read(d, m, Limits(), True, monkeypatch).to_dict() == one.to_dict()
+    hits = [h for hits in one.surfaces.values() for h in hits]
+    for k in range(3):
+        assert any(h.location.startswith(f"{d}/{name}!m{k}.txt@") for h in hits)
+
+
+def test_members_of_a_reading_never_finished_are_removed(tmp_path, monkeypatch):
+    """A reading started and never finished (the caller failed in between): stopping the
+    workers removes the members they wrote out (decompressed copies of the secret)."""
+    import time
+
+    d, _ = _archives(tmp_path)
+    _workers_and_inline(monkeypatch, True)
+    monkeypatch.setattr(scan_pool, "MEMBER_BYTES", 4096)
+    monkeypatch.setattr(scan_pool.tempfile, "tempdir", str(tmp_path))
+    try:
+        reading = Scanner(ResidueReport(target="t"), MultiMatcher(SECRETS), Limits()).start(d, SIDE)
+        assert reading is not None
+        pool_dir = Path(scan_pool._POOL["tmp"])
+        deadline = time.monotonic() + 60
+        while not any(p.is_file() for p in pool_dir.rglob("*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(p.is_file() for p in pool_dir.rglob("*"))
+    finally:
+        scan_pool.release()
+    assert not pool_dir.exists()
+    assert not list(tmp_path.glob("memkit-members-*"))

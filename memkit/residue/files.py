@@ -331,7 +331,7 @@ class Scanner:
         """Every reading of one file's or member's bytes (module doc)."""
         head = bytes(data[:512])
         kind = kind or content_kind(head[:16], label.rsplit("!", 1)[-1])
-        found = self.raw(data, cov.surface, label)
+        found = self.raw(data, cov.surface, label, kind)
         cov.bytes_read = len(data)
         cov.decoders += _DECODERS
         if kind == "sqlite":
@@ -375,8 +375,9 @@ class Scanner:
 
     # ------------------------------------------------------------------ readings
 
-    def raw(self, data: Any, surface: str, label: str) -> int:
-        """Match ``data`` as UTF-8 and as UTF-16/32; add the hits; return how many."""
+    def raw(self, data: Any, surface: str, label: str, kind: str = "file") -> int:
+        """Match ``data`` (of content kind ``kind``, :func:`content_kind`) as UTF-8 and
+        as UTF-16/32; add the hits; return how many."""
         from memkit.residue.pieces import raw_copies
 
         spans, wide = raw_copies(self.m, data)

@@ -110,19 +110,22 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
         return
     release()
     _warm(m)
-    global _ANNOUNCE
+    global _ANNOUNCE, _TMP
     ctx = multiprocessing.get_context("fork")
     reader, writer = ctx.Pipe(duplex=False)
-    _M, _ANNOUNCE = m, (writer, ctx.Lock())  # both inherited by the workers
+    _TMP = tempfile.mkdtemp(prefix="memkit-members-")
+    _M, _ANNOUNCE = m, (writer, ctx.Lock())  # all three inherited by the workers
     pool = ctx.Pool(workers(), initializer=_ready)
     stop = threading.Event()
-    _POOL.update(m=m, pid=os.getpid(), pool=pool, stop=stop)
+    _POOL.update(m=m, pid=os.getpid(), pool=pool, stop=stop, tmp=_TMP)
     threading.Thread(target=_start_announced, args=(reader, pool, stop), daemon=True).start()
 
 
 _ANNOUNCE: Any = None
 """The pipe (and its writers' lock) on which a worker announces what it leaves to
 others (inherited)."""
+_TMP: str | None = None
+"""The pool's directory for members left to other workers (inherited)."""
 _STARTED: dict[Any, Any] = {}
 """The announced readings not yet taken, by key."""
 _TAKEN: set[Any] = set()
@@ -245,14 +248,15 @@ def release(m: Any = None) -> None:
     """Stop the worker processes (those of matcher ``m`` only, when given)."""
     if not _POOL or (m is not None and _POOL.get("m") is not m):
         return
-    global _M, _ANNOUNCE
-    pool, pid, stop = _POOL.pop("pool"), _POOL.pop("pid"), _POOL.pop("stop")
+    global _M, _ANNOUNCE, _TMP
+    pool, pid, stop, tmp = _POOL.pop("pool"), _POOL.pop("pid"), _POOL.pop("stop"), _POOL.pop("tmp")
     _POOL.clear()
-    _M = _ANNOUNCE = None
+    _M = _ANNOUNCE = _TMP = None
     stop.set()
     if pid == os.getpid():
         pool.terminate()
         pool.join()
+        shutil.rmtree(tmp, ignore_errors=True)  # members of readings never finished
     with _LOCK:
         _STARTED.clear()
         _TAKEN.clear()
@@ -300,23 +304,22 @@ def _read_file(job: Job, limits: Limits, skip_sql: set[str], kind: type,
             later.extend([self.report.part(), item])
             self.report = kind(target="")
 
-        def raw(self, data: Any, surface: str, label: str) -> int:
+        def raw(self, data: Any, surface: str, label: str, kind: str = "file") -> int:
             if raw is not None and label == job.label:
                 return self.raw_hits(data, surface, label, raw[0], raw[1])
-            content = self.content_kind(bytes(data[:16]), label.rsplit("!", 1)[-1])
-            if (defer and len(data) > 2 * PIECE_BYTES and engine_of(self.m) is not None and content != "json"
-                    and self.box(data, label, content) is not None):
+            if (defer and len(data) > 2 * PIECE_BYTES and engine_of(self.m) is not None and kind != "json"
+                    and self.box(data, label, kind) is not None):
                 # a large container's bytes: read in pieces by every worker while this one
                 # opens it (what a container's raw reading finds is not used here)
                 path = job.path if label == job.label else written(data)
                 if path is None:
-                    return super().raw(data, surface, label)
+                    return super().raw(data, surface, label, kind)
                 pieces, token = _pieces(len(data), workers()), os.urandom(8).hex()
                 for lo, hi in pieces:
                     _announce((token, lo), "_read_piece", (path, lo, hi))
                 self.cut(("raw", path, label, surface, pieces, job.scanner, token))
                 return 0
-            return super().raw(data, surface, label)
+            return super().raw(data, surface, label, kind)
 
         def member(self, member: Any, label: str, family: Any, depth: int, budget: Budget) -> None:
             if (not defer or len(member.data) < MEMBER_BYTES
@@ -354,8 +357,10 @@ def _read_batch(jobs: list[Job], limits: Limits, skip_sql: set[str], kind: type,
 
 
 def _temp_dir() -> str:
-    """A new directory for the members a worker leaves to others."""
-    return tempfile.mkdtemp(prefix="memkit-members-")
+    """A new directory for the members a worker leaves to others: in the pool's own
+    (:data:`_TMP`), which :func:`release` removes with whatever a reading that was never
+    finished left in it."""
+    return tempfile.mkdtemp(dir=_TMP, prefix="memkit-members-")
 
 
 MEMBER_BYTES = 1 << 20
