@@ -34,6 +34,7 @@ at a lower priority (:data:`WORKER_NICE`) so that this work keeps a core.
 
 from __future__ import annotations
 
+import atexit
 import mmap
 import multiprocessing
 import os
@@ -260,6 +261,9 @@ def release(m: Any = None) -> None:
     with _LOCK:
         _STARTED.clear()
         _TAKEN.clear()
+
+
+atexit.register(release)  # a pool a caller never released: its directory goes too
 
 
 def _pool(m: Any) -> Any:
