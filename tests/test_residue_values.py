@@ -102,3 +102,77 @@ def test_a_tag_of_500_characters_is_one_separator_in_bytes_too(text):
         scan_value(alone, "disk_sqlite", "row", text, m)
         assert at_once.to_dict() == alone.to_dict() and alone.total == 1
     assert wide_spans(b"\x00" * 8 + text.encode("utf-16-le"), one)
+
+
+def _tables(path, encoding: str = "UTF-8") -> dict[str, list[tuple]]:
+    """An SQLite database written with ``sqlite3``, one table per case: copies the rows
+    show only decoded, split by control bytes, in non-ASCII text, in blobs, behind NULs,
+    next to tables that hold none (``{table: rows}``)."""
+    import sqlite3
+
+    rng = random.Random(9)
+    plain = [(k, " ".join(rng.choice(["cat", "window", "line\nbreak", "tab\there"]) for _ in range(9)), k * 2)
+             for k in range(200)]
+    jsonish = [(k, json.dumps({"document": f"caf\u00e9 \u2014 \u201cq\u201d <b>x</b> {k}", "n": k}), None)
+               for k in range(200)]
+    cases = {
+        "plain": plain,
+        "jsonish": jsonish,
+        "empty": [],
+        "numbers": [(k, k * 1.5, None) for k in range(50)],
+        "blank": [(1, "", ""), (2, None, "")],
+        "docs": [(k, _doc(random.Random(k), k), None) for k in range(40)],
+        "escaped": [*jsonish[:50], (999, '{"a": "XQ7-\\ud835\\udc15IOLET-3829"}', None)],
+        "tag": [*jsonish[:50], (999, '{"a": "XQ7\\u003cb\\u003eVIOLET-3829"}', None)],
+        "number": [*jsonish[:50], (999, '{"n": 5.551234e6}', None)],
+        "control": [*plain[:50], (999, "XQ7\x01VIOLET\x023829", None)],
+        "nul": [*plain[:50], (999, "XQ7\x00VIOLET-3829", None)],
+        "folding": [*plain[:50], (999, "Gie\u00dfen-Ost", None)],
+        "accented": [*plain[:50], (999, "Gie\u00dfen-Nord", None)],
+        "fullwidth": [*plain[:50], (999, "\uff38\uff31\uff17-VIOLET-3829", None)],
+        "blob": [*plain[:50], (999, b"XQ7-VIOLET-3829", None)],
+        "second_column": [*plain[:50], (999, "nothing", "XQ7-VIOLET-3829")],
+        "verbatim": [*plain[:50], (999, "XQ7-VIOLET-3829", None)],
+    }
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA encoding = '{encoding}'")
+    for name, rows in cases.items():
+        con.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, body, extra)")
+        con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    return cases
+
+
+@pytest.mark.parametrize("many", [False, True])
+@pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le"])
+def test_a_table_proven_to_hold_nothing_holds_nothing(tmp_path, many, encoding):
+    """:func:`holds_nothing` (all of a table's texts at once, joined by SQLite) says so
+    only of tables whose rows, read one by one, show no copy; ``scan_table`` with it
+    first records what it records without it, for copies only decoding, a control byte,
+    folding or a second column show, in blobs and behind NULs; and it does say so of
+    plain text and of JSON with harmless escapes."""
+    import sqlite3
+
+    from memkit.residue.values import holds_nothing, scan_table
+
+    db = tmp_path / "t.db"
+    cases = _tables(db, encoding)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA encoding").fetchone()[0] == encoding.upper().replace("LE", "le")
+    for m in ([MultiMatcher(SECRETS)] if many else [matcher(s) for s in SECRETS]):
+        for table in cases:
+            rows, first = ResidueReport(target="t"), ResidueReport(target="t")
+            scan_table(con, rows, "disk_sqlite", table, "t:", m)
+            scan_table(con, first, "disk_sqlite", table, "t:", m, whole_first=True)
+            assert first.to_dict() == rows.to_dict(), table
+            if holds_nothing(con, table, ["id", "body", "extra"], m):
+                assert rows.total == 0, table
+    many_m = MultiMatcher(SECRETS)
+    for table in ["escaped", "tag", "number", "control", "nul", "folding", "accented", "fullwidth", "blob", "second_column",
+                  "verbatim", "docs"]:
+        found = ResidueReport(target="t")
+        scan_table(con, found, "disk_sqlite", table, "t:", many_m)
+        assert found.total >= 1, table  # each case is one: its rows show a copy
+    proven = {t for t in cases if holds_nothing(con, t, ["id", "body", "extra"], many_m)}
+    assert proven == ({"plain", "jsonish", "empty", "numbers", "blank"} if encoding == "UTF-8" else set())

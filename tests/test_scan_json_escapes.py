@@ -155,3 +155,18 @@ def test_json_as_its_own_file_is_decoded_unless_proven(tmp_path):
     assert not any("plain.json" in loc for loc in found)
     cov = {c.path: c for c in report.coverage}
     assert "json" in next(c for p, c in cov.items() if p.endswith("plain.json")).decoders
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_joined_proof_is_the_proof_of_each(seed):
+    """:func:`decoding_adds_nothing_joined` of texts joined by NUL is whether
+    :func:`decoding_adds_nothing` proves every one of them."""
+    from memkit.scan.json_escapes import decoding_adds_nothing_joined
+
+    parts = ["{", "}", '"a": ', '"', "\\n", "\\u00e9", "\\u0041", "\\ud835\\udc15", "\\\\", "1e5", " 12", "<b>",
+             "<!--", "NaN", "x", "\u00e9", "XQ7-VIOLET-3829", ",", "[", "]"]
+    rng = random.Random(seed)
+    for _ in range(400):
+        texts = ["".join(rng.choice(parts) for _ in range(rng.randrange(0, 9))) for _ in range(rng.randrange(0, 5))]
+        joined = "\0".join(texts).encode("utf-8")
+        assert decoding_adds_nothing_joined(joined) == all(decoding_adds_nothing(texts)), texts

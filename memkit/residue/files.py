@@ -54,6 +54,9 @@ WAL_SUFFIXES = ("-wal", "-journal", "-shm")
 _PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck")
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 _JSON_DECODE_MAX = 64 << 20
+_WHOLE_BYTES = 64 << 20
+"""A database (with its journals) up to this size whose raw bytes show no copy has each
+table's texts joined by SQLite to prove they hold none (memory: about twice this)."""
 _DECODERS = ["utf-8", *(codec for codec, _ in WIDE_ENCODINGS)]
 
 
@@ -335,7 +338,7 @@ class Scanner:
         cov.bytes_read = len(data)
         cov.decoders += _DECODERS
         if kind == "sqlite":
-            self._sqlite(data, label, family, cov, path)
+            self._sqlite(data, label, family, cov, path, expect_none=not found)
         elif kind == "json" and not found:
             self._json(data, label, cov)
         box = self.box(data, label, kind)
@@ -429,8 +432,11 @@ class Scanner:
             for where, text in strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}")], self.m)
 
     def _sqlite(self, data: Any, label: str, family: Family, cov: FileCoverage,
-                path: Path | None) -> None:
-        """Rows of every table and full-text index entries, on a copy."""
+                path: Path | None, expect_none: bool = False) -> None:
+        """Rows of every table and full-text index entries, on a copy; with
+        ``expect_none`` (its raw bytes showed no copy), each table of a database of up to
+        :data:`_WHOLE_BYTES` (with its journals) is first proven to hold nothing
+        (:func:`memkit.residue.values.holds_nothing`), and read row by row where it is not."""
         if label in self.skip_sql:
             return
         from memkit.residue.values import copy_sqlite
@@ -447,14 +453,15 @@ class Scanner:
                 cov.left.append(f"SQLite database cannot be opened ({exc})")
                 return
             try:
-                self._sqlite_rows(con, label, family, cov)
+                whole = expect_none and sum(f.stat().st_size for f in Path(tmp).iterdir()) <= _WHOLE_BYTES
+                self._sqlite_rows(con, label, family, cov, whole)
             except sqlite3.Error as exc:
                 cov.left.append(f"SQLite database cannot be read ({exc})")
             finally:
                 con.close()
 
     def _sqlite_rows(self, con: sqlite3.Connection, label: str, family: Family,
-                     cov: FileCoverage) -> None:
+                     cov: FileCoverage, whole_first: bool = False) -> None:
         from memkit.residue.report import Hit, mask_text
         from memkit.residue.values import scan_table
 
@@ -469,7 +476,7 @@ class Scanner:
             surface = family.fulltext if t in shadows or t in fts else family.rows
             skip = CHECKPOINT_BLOBS.get(t, frozenset()) if checkpoints else frozenset()
             try:
-                scan_table(con, report, surface, t, f"{name}:", m, skip)
+                scan_table(con, report, surface, t, f"{name}:", m, skip, whole_first=whole_first)
             except sqlite3.Error as exc:
                 cov.left.append(f"table {t} cannot be read ({exc})")
         cov.decoders.append("sqlite")

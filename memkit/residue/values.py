@@ -23,7 +23,7 @@ from memkit.residue.report import SQLITE_MAGIC, Hit, ResidueReport, mask_text, r
 from memkit.scan.matching import SecretMatcher, scalar_text
 
 __all__ = ["copy_sqlite", "is_sqlite", "json_strings", "printable", "quote_identifier",
-           "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values", "strings_in"]
+           "holds_nothing", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values", "strings_in"]
 
 _WINDOW = 24
 """Characters of context kept on each side of a copy (masked)."""
@@ -198,11 +198,20 @@ def quote_identifier(name: str) -> str:
 
 def scan_table(
     con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
-    m: SecretMatcher, skip: frozenset[str] = frozenset(),
+    m: SecretMatcher, skip: frozenset[str] = frozenset(), *, whole_first: bool = False,
 ) -> None:
-    """Match every text/blob value of ``table`` (but the columns in ``skip``, read elsewhere)."""
+    """Match every text/blob value of ``table`` (but the columns in ``skip``, read
+    elsewhere), as :func:`scan_values` reads them. With ``whole_first`` (the caller
+    expects no copy: its raw bytes showed none), first ask :func:`holds_nothing`, and
+    read no row where it says so.
+
+    Raises:
+        sqlite3.Error: the table cannot be read (rows read before it are recorded).
+    """
     cur = con.execute(f"SELECT * FROM {quote_identifier(table)}")
     cols = [d[0] for d in cur.description]
+    if whole_first and holds_nothing(con, table, [c for c in cols if c not in skip], m):
+        return
     batch: list[tuple[str, Any]] = []
     size = 0
     for n, row in enumerate(cur):
@@ -214,6 +223,38 @@ def scan_table(
             scan_values(report, surface, batch, m)
             batch, size = [], 0
     scan_values(report, surface, batch, m)
+
+
+def holds_nothing(con: sqlite3.Connection, table: str, cols: Sequence[str], m: Any) -> bool:
+    """Whether :func:`scan_table` would record nothing from columns ``cols`` of
+    ``table``, proven from all their values at once: each column's texts joined by
+    SQLite (``group_concat``, no row read into Python) are held by no copy
+    (:func:`memkit.scan.multi.none_may_hold`), and decoding them as JSON adds nothing
+    (:func:`memkit.scan.json_escapes.decoding_adds_nothing_joined`): so
+    :func:`scan_values` finds no span and decodes nothing. ``False`` (read the rows)
+    where any column holds a blob, the database is not UTF-8, or SQLite fails (the rows
+    then show what they can)."""
+    from memkit.scan.json_escapes import decoding_adds_nothing_joined
+    from memkit.scan.multi import none_may_hold
+
+    if not cols:
+        return True
+    aggregates = []
+    for col in cols:
+        c = quote_identifier(col)
+        aggregates += [f"CAST(group_concat(CASE WHEN typeof({c}) = 'text' THEN {c} END, char(0)) AS BLOB)",
+                       f"total(typeof({c}) = 'text')", f"total(typeof({c}) = 'blob')"]
+    try:
+        if con.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+            return False
+        row = con.execute(f"SELECT {', '.join(aggregates)} FROM {quote_identifier(table)}").fetchone()
+    except sqlite3.Error:
+        return False
+    for k in range(0, len(row), 3):
+        joined, texts, blobs = row[k] or b"", int(row[k + 1]), row[k + 2]
+        if blobs or not (none_may_hold(m, joined, texts) and decoding_adds_nothing_joined(joined)):
+            return False
+    return True
 
 
 def json_strings(obj: Any) -> list[str]:
