@@ -176,3 +176,50 @@ def test_a_table_proven_to_hold_nothing_holds_nothing(tmp_path, many, encoding):
         assert found.total >= 1, table  # each case is one: its rows show a copy
     proven = {t for t in cases if holds_nothing(con, t, ["id", "body", "extra"], many_m)}
     assert proven == ({"plain", "jsonish", "empty", "numbers", "blank"} if encoding == "UTF-8" else set())
+
+
+@pytest.mark.parametrize("mode", ["delete", "wal"])
+def test_a_database_with_no_journal_is_read_where_it_lies_and_left_as_it_was(tmp_path, mode):
+    """A database with no journal beside it is read in place: its rows (a copy only
+    decoding shows, in a table of plain rows) are found, and the directory holds the same
+    files with the same bytes and times after; with a -wal beside it, a row only the
+    -wal holds is found too (read on a copy, which SQLite may checkpoint)."""
+    import sqlite3
+
+    from memkit.residue.containers import Limits
+    from memkit.residue.files import SIDE, Scanner
+
+    d = tmp_path / "d"
+    d.mkdir()
+    db = d / "m.db"
+    con = sqlite3.connect(db)
+    con.execute(f"PRAGMA journal_mode = {mode}")
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.executemany("INSERT INTO notes VALUES (?)", [(f"row {k} plain words",) for k in range(300)]
+                    + [('{"a": "XQ7-\\ud835\\udc15IOLET-3829"}',)])
+    con.commit()
+    con.close()
+    assert not [p.name for p in d.iterdir() if p.name != "m.db"]
+
+    def state() -> dict[str, tuple[bytes, int]]:
+        return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in d.iterdir()}
+
+    before = state()
+    report = ResidueReport(target="t")
+    Scanner(report, MultiMatcher(SECRETS), Limits()).file(db, str(db), SIDE)
+    assert state() == before
+    assert [h.location for hits in report.surfaces.values() for h in hits] == [
+        "m.db:notes:row300:body:<json>.a"]
+    if mode != "wal":
+        return
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("INSERT INTO notes VALUES ('XQ7\\x01VIOLET 3829')".replace("\\x01", "\x01"))
+    writer.commit()
+    assert (d / "m.db-wal").exists()
+    before = state()
+    report = ResidueReport(target="t")
+    Scanner(report, MultiMatcher(SECRETS), Limits()).file(db, str(db), SIDE)
+    assert {k: v for k, v in state().items() if k != "m.db-shm"} == {k: v for k, v in before.items() if k != "m.db-shm"}
+    writer.close()
+    assert "m.db:notes:row301:body" in [h.location for hits in report.surfaces.values() for h in hits]

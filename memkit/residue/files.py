@@ -10,7 +10,8 @@ path:
   FIFO, socket or device, never opened) are recorded as not checked;
 * every file's bytes are matched as UTF-8 (:mod:`memkit.scan.matching`) and as UTF-16/32
   at every alignment (:mod:`memkit.scan.encodings`);
-* an SQLite file is read through SQL on a copy (every table's rows) and its full-text
+* an SQLite file is read through SQL (every table's rows; in place, read-only and
+  immutable, where no journal lies beside it, else on a copy) and its full-text
   indexes are queried (:mod:`memkit.residue.fulltext`);
 * a JSON file in which no copy was found is decoded (UTF-8/16/32, as :func:`json.loads`
   detects) and its strings matched, so a copy split by escapes is found;
@@ -30,6 +31,7 @@ whatever one leaves makes the verdict incomplete (:meth:`ResidueReport.cover`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -408,14 +410,14 @@ class Scanner:
 
     def _json(self, data: Any, label: str, cov: FileCoverage) -> None:
         from memkit.residue.values import scan_values, strings_in
-        from memkit.scan.json_escapes import decoding_adds_nothing
+        from memkit.scan.json_escapes import decoding_adds_nothing_joined
 
         if len(data) > _JSON_DECODE_MAX:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
                                      "JSON (its bytes were matched)")
             return
         raw = bytes(data)
-        if raw.isascii() and decoding_adds_nothing([raw.decode("ascii")])[0]:
+        if decoding_adds_nothing_joined(raw):  # the file as one text (or several, split at NULs: the same bytes)
             # nothing the raw reading (which found no copy) did not read: memkit.scan.json_escapes
             cov.decoders.append("json")
             return
@@ -433,7 +435,7 @@ class Scanner:
 
     def _sqlite(self, data: Any, label: str, family: Family, cov: FileCoverage,
                 path: Path | None, expect_none: bool = False) -> None:
-        """Rows of every table and full-text index entries, on a copy; with
+        """Rows of every table and full-text index entries (module doc); with
         ``expect_none`` (its raw bytes showed no copy), each table of a database of up to
         :data:`_WHOLE_BYTES` (with its journals) is first proven to hold nothing
         (:func:`memkit.residue.values.holds_nothing`), and read row by row where it is not."""
@@ -441,20 +443,25 @@ class Scanner:
             return
         from memkit.residue.values import copy_sqlite
 
-        with tempfile.TemporaryDirectory(prefix="memkit-residue-") as tmp:
-            if path is not None:
-                copy = copy_sqlite(path, Path(tmp))
-            else:
-                copy = Path(tmp) / "member.sqlite"
-                copy.write_bytes(bytes(data))
+        with contextlib.ExitStack() as stack:
+            if path is not None and not any(path.with_name(path.name + suf).exists() for suf in WAL_SUFFIXES):
+                # no journal to apply: read in place, read-only, no lock taken, nothing written
+                target, uri, size = path.absolute().as_uri() + "?mode=ro&immutable=1", True, len(data)
+            else:  # a copy, which SQLite may recover or checkpoint as it opens it
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memkit-residue-")))
+                if path is not None:
+                    copy = copy_sqlite(path, tmp)
+                else:
+                    copy = tmp / "member.sqlite"
+                    copy.write_bytes(bytes(data))
+                target, uri, size = str(copy), False, sum(f.stat().st_size for f in tmp.iterdir())
             try:
-                con = sqlite3.connect(copy)
+                con = sqlite3.connect(target, uri=uri)
             except sqlite3.Error as exc:
                 cov.left.append(f"SQLite database cannot be opened ({exc})")
                 return
             try:
-                whole = expect_none and sum(f.stat().st_size for f in Path(tmp).iterdir()) <= _WHOLE_BYTES
-                self._sqlite_rows(con, label, family, cov, whole)
+                self._sqlite_rows(con, label, family, cov, expect_none and size <= _WHOLE_BYTES)
             except sqlite3.Error as exc:
                 cov.left.append(f"SQLite database cannot be read ({exc})")
             finally:
