@@ -223,3 +223,70 @@ def test_a_database_with_no_journal_is_read_where_it_lies_and_left_as_it_was(tmp
     assert {k: v for k, v in state().items() if k != "m.db-shm"} == {k: v for k, v in before.items() if k != "m.db-shm"}
     writer.close()
     assert "m.db:notes:row301:body" in [h.location for hits in report.surfaces.values() for h in hits]
+
+
+def test_rows_read_before_an_error_are_recorded():
+    """A row SQLite cannot give (TEXT that is not UTF-8) stops the table, and the copy in
+    the row before it is recorded all the same."""
+    import sqlite3
+
+    from memkit.residue.values import scan_table
+
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (a)")
+    con.execute("INSERT INTO t VALUES ('XQ7-VIOLET-3829')")
+    con.execute("INSERT INTO t VALUES (CAST(x'ff' AS TEXT))")
+    for whole_first in (False, True):
+        report = ResidueReport(target="t")
+        with pytest.raises(sqlite3.OperationalError):
+            scan_table(con, report, "disk_sqlite", "t", "db:", matcher(SECRETS[0]), whole_first=whole_first)
+        assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:t:row0:a"]
+
+
+@pytest.mark.parametrize("skip", [frozenset(), frozenset({"value"})])
+def test_an_index_that_disagrees_with_its_table_is_not_read_for_it(tmp_path, skip):
+    """An index rewritten to cover another table (a crafted or corrupt file): the rows
+    and the proof that they hold nothing both read the table itself, so the copy in the
+    table is found with and without the proof."""
+    import sqlite3
+
+    from memkit.residue.values import scan_table
+
+    db = tmp_path / "c.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE writes (thread_id TEXT, value BLOB)")
+    con.executemany("INSERT INTO writes VALUES (?, ?)", [("clean", b"x"), ("XQ7-VIOLET-3829", b"x"), ("clean", b"x")])
+    con.execute("CREATE TABLE other (thread_id TEXT, value BLOB)")
+    con.executemany("INSERT INTO other VALUES (?, ?)", [("clean", b"x")] * 3)
+    cols = "thread_id" if skip else "thread_id, value"  # an index that covers what the proof reads
+    con.execute(f"CREATE INDEX i ON other ({cols})")
+    con.commit()
+    con.execute("PRAGMA writable_schema = 1")
+    con.execute(f"UPDATE sqlite_master SET tbl_name = 'writes', sql = 'CREATE INDEX i ON writes ({cols})' "
+                "WHERE name = 'i'")
+    con.commit()
+    con.close()
+    con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
+    for whole_first in (False, True):
+        report = ResidueReport(target="t")
+        scan_table(con, report, "disk_sqlite", "writes", "db:", matcher(SECRETS[0]), skip, whole_first=whole_first)
+        assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:writes:row1:thread_id"]
+
+
+def test_a_journal_that_is_no_file_is_not_copied(tmp_path):
+    """A ``-wal`` that is a directory: the database is read, nothing raised."""
+    import sqlite3
+
+    from memkit.residue.containers import Limits
+    from memkit.residue.files import SIDE, Scanner
+
+    db = tmp_path / "x.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (a)")
+    con.execute("INSERT INTO t VALUES ('{\"a\": \"XQ7-\\ud835\\udc15IOLET-3829\"}')")
+    con.commit()
+    con.close()
+    (tmp_path / "x.db-wal").mkdir()
+    report = ResidueReport(target="t")
+    Scanner(report, MultiMatcher(SECRETS), Limits()).file(db, "x.db", SIDE)
+    assert [h.location for hits in report.surfaces.values() for h in hits] == ["x.db:t:row0:a:<json>.a"]

@@ -444,13 +444,17 @@ class Scanner:
         from memkit.residue.values import copy_sqlite
 
         with contextlib.ExitStack() as stack:
-            if path is not None and not any(path.with_name(path.name + suf).exists() for suf in WAL_SUFFIXES):
+            if path is not None and not any(path.with_name(path.name + suf).is_file() for suf in WAL_SUFFIXES):
                 # no journal to apply: read in place, read-only, no lock taken, nothing written
                 target, uri, size = path.absolute().as_uri() + "?mode=ro&immutable=1", True, len(data)
             else:  # a copy, which SQLite may recover or checkpoint as it opens it
                 tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memkit-residue-")))
                 if path is not None:
-                    copy = copy_sqlite(path, tmp)
+                    try:
+                        copy = copy_sqlite(path, tmp)
+                    except OSError as exc:
+                        cov.left.append(f"SQLite database cannot be copied to be read ({exc.strerror or exc})")
+                        return
                 else:
                     copy = tmp / "member.sqlite"
                     copy.write_bytes(bytes(data))

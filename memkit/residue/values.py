@@ -177,13 +177,22 @@ def scan_value(
 
 
 def copy_sqlite(src: Path, dst_dir: Path) -> Path:
-    """Copy an SQLite file and its -wal/-journal into ``dst_dir``; return the copy."""
+    """Copy an SQLite file and its -wal/-journal (where they are regular files) into
+    ``dst_dir``; return the copy. A journal gone before it is copied (a writer finished)
+    is left out: the database then changed, which the caller's snapshot reports.
+
+    Raises:
+        OSError: the database itself cannot be copied.
+    """
     dst = dst_dir / src.name
     shutil.copy2(src, dst)
     for suf in ("-wal", "-journal"):
         side = src.with_name(src.name + suf)
-        if side.exists():
-            shutil.copy2(side, dst_dir / side.name)
+        if side.is_file():
+            try:
+                shutil.copy2(side, dst_dir / side.name)
+            except FileNotFoundError:
+                continue
     return dst
 
 
@@ -202,33 +211,38 @@ def scan_table(
 ) -> None:
     """Match every text/blob value of ``table`` (but the columns in ``skip``, read
     elsewhere), as :func:`scan_values` reads them. With ``whole_first`` (the caller
-    expects no copy: its raw bytes showed none), first ask :func:`holds_nothing`, and
-    read no row where it says so.
+    expects no copy: its raw bytes showed none) and nothing to skip, first ask
+    :func:`holds_nothing`, and read no row where it says so.
 
     Raises:
         sqlite3.Error: the table cannot be read (rows read before it are recorded).
     """
-    cur = con.execute(f"SELECT * FROM {quote_identifier(table)}")
+    cur = con.execute(f"SELECT * FROM {quote_identifier(table)} NOT INDEXED")  # the table's rows, not an index's
     cols = [d[0] for d in cur.description]
-    if whole_first and holds_nothing(con, table, [c for c in cols if c not in skip], m):
+    if whole_first and not skip and holds_nothing(con, table, cols, m):
         return
     batch: list[tuple[str, Any]] = []
     size = 0
-    for n, row in enumerate(cur):
-        for col, value in zip(cols, row, strict=True):
-            if isinstance(value, (str, bytes)) and col not in skip:
-                batch.append((f"{prefix}{table}:row{n}:{col}", value))
-                size += len(value)
-        if size >= _BATCH_BYTES:
-            scan_values(report, surface, batch, m)
-            batch, size = [], 0
+    try:
+        for n, row in enumerate(cur):
+            for col, value in zip(cols, row, strict=True):
+                if isinstance(value, (str, bytes)) and col not in skip:
+                    batch.append((f"{prefix}{table}:row{n}:{col}", value))
+                    size += len(value)
+            if size >= _BATCH_BYTES:
+                scan_values(report, surface, batch, m)
+                batch, size = [], 0
+    except sqlite3.Error:  # the rows read before it are recorded too
+        scan_values(report, surface, batch, m)
+        raise
     scan_values(report, surface, batch, m)
 
 
 def holds_nothing(con: sqlite3.Connection, table: str, cols: Sequence[str], m: Any) -> bool:
     """Whether :func:`scan_table` would record nothing from columns ``cols`` of
     ``table``, proven from all their values at once: each column's texts joined by
-    SQLite (``group_concat``, no row read into Python) are held by no copy
+    SQLite (``group_concat`` over the table's own rows, as :func:`scan_table` reads
+    them, never an index; no row read into Python) are held by no copy
     (:func:`memkit.scan.multi.none_may_hold`), and decoding them as JSON adds nothing
     (:func:`memkit.scan.json_escapes.decoding_adds_nothing_joined`): so
     :func:`scan_values` finds no span and decodes nothing. ``False`` (read the rows)
@@ -247,7 +261,7 @@ def holds_nothing(con: sqlite3.Connection, table: str, cols: Sequence[str], m: A
     try:
         if con.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
             return False
-        row = con.execute(f"SELECT {', '.join(aggregates)} FROM {quote_identifier(table)}").fetchone()
+        row = con.execute(f"SELECT {', '.join(aggregates)} FROM {quote_identifier(table)} NOT INDEXED").fetchone()
     except sqlite3.Error:
         return False
     for k in range(0, len(row), 3):
