@@ -234,6 +234,8 @@ def main() -> None:
     memkit = [sys.executable, "-m", "evaluators.cli", "residue"]
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = f"{_REPO}{os.pathsep}{env_path}" if env_path else str(_REPO)
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="memkit-bench-scan-", dir=args.dir))
     counts = [int(x) for x in args.secrets.split(",")]
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import random
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -369,4 +370,24 @@ def test_members_of_a_reading_never_finished_are_removed(tmp_path, monkeypatch):
     finally:
         scan_pool.release()
     assert not pool_dir.exists()
+    assert not list(tmp_path.glob("memkit-members-*"))
+
+
+def _dying_batch(*args):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_that_dies_stops_the_scan_instead_of_hanging_it(tmp_path, monkeypatch):
+    """A worker killed while it reads (as SIGBUS kills one whose file shrank under its
+    map): the scan raises :class:`WorkerDied`, and stopping the pool leaves no temporary
+    directory; without the check, the lost task would be waited for forever."""
+    d = tree(tmp_path)
+    _workers_and_inline(monkeypatch, True)
+    monkeypatch.setattr(scan_pool, "_read_batch", _dying_batch)
+    monkeypatch.setattr(scan_pool.tempfile, "tempdir", str(tmp_path))
+    try:
+        with pytest.raises(scan_pool.WorkerDied):
+            Scanner(ResidueReport(target="t"), MultiMatcher(SECRETS), Limits()).path(d, SIDE)
+    finally:
+        scan_pool.release()
     assert not list(tmp_path.glob("memkit-members-*"))

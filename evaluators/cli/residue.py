@@ -14,6 +14,7 @@ import typer
 from memkit.residue.chroma import NotAChromaDirectory, ResidueReport, scan
 from memkit.residue.containers import Limits
 from memkit.residue.coverage import coverage_summary
+from memkit.residue.pool import WorkerDied
 
 
 def _print_report(report: ResidueReport, limit: int, lines: list[int] | None = None) -> None:
@@ -318,7 +319,7 @@ def register(app: typer.Typer) -> None:
         except (NotAChromaDirectory, FileNotFoundError, ValueError, ImportError) as exc:
             typer.echo(f"memkit residue: error: {exc}", err=True)
             raise typer.Exit(2) from exc
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, WorkerDied) as exc:
             typer.echo(f"memkit residue: error: cannot read {path}: {exc}", err=True)
             raise typer.Exit(2) from exc
         _finish(report, given, as_json, limit, sarif, baseline, Path(path), lines)

@@ -496,6 +496,7 @@ def scan(
         NotAChromaDirectory: ``target`` is a path without ``chroma.sqlite3``.
         FileNotFoundError / ValueError: a cache path that is missing or not SQLite; an
             empty secret; both or neither of ``secret`` and ``secrets``.
+        memkit.residue.pool.WorkerDied: a worker process ended while it read (no verdict).
     """
     from memkit.store.tiered import TieredMemoryStore
 

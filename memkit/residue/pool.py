@@ -51,7 +51,7 @@ from memkit.residue.coverage import Snapshot
 from memkit.residue.pieces import Piece, blocks, engine_of, join
 from memkit.residue.plan import Job, family_name, plan
 
-__all__ = ["MEMBER_BYTES", "PIECE_BYTES", "WORKER_NICE", "Reading", "prefork", "release", "start_path", "workers"]
+__all__ = ["MEMBER_BYTES", "PIECE_BYTES", "WORKER_NICE", "Reading", "WorkerDied", "prefork", "release", "start_path", "workers"]
 
 PIECE_BYTES = 16 << 20
 """A file larger than twice this is read in pieces of at least this size (a piece per
@@ -118,7 +118,7 @@ def prefork(m: Any, paths: list[Any] | None = None) -> None:
     _M, _ANNOUNCE = m, (writer, ctx.Lock())  # all three inherited by the workers
     pool = ctx.Pool(workers(), initializer=_ready)
     stop = threading.Event()
-    _POOL.update(m=m, pid=os.getpid(), pool=pool, stop=stop, tmp=_TMP)
+    _POOL.update(m=m, pid=os.getpid(), pool=pool, stop=stop, tmp=_TMP, pids=_pids(pool))
     threading.Thread(target=_start_announced, args=(reader, pool, stop), daemon=True).start()
 
 
@@ -264,6 +264,29 @@ def release(m: Any = None) -> None:
 
 
 atexit.register(release)  # a pool a caller never released: its directory goes too
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended while the scan waited for its readings (killed, out of
+    memory, or a file that shrank while mapped: SIGBUS); what it held would never come."""
+
+
+def _pids(pool: Any) -> set[int]:
+    return {p.pid for p in list(getattr(pool, "_pool", []))}
+
+
+def _result(res: Any) -> Any:
+    """``res.get()``, or :class:`WorkerDied` where a worker of the pool ended meanwhile:
+    :class:`multiprocessing.pool.Pool` starts another in its place (a process id it did
+    not start with) and the task it held is lost, so a plain ``get`` would wait forever.
+    Re-raises what the reading raised."""
+    while not res.ready():
+        res.wait(0.5)
+        pool = _POOL.get("pool")
+        if pool is not None and not res.ready() and not _pids(pool) <= _POOL["pids"]:
+            raise WorkerDied("a worker process reading the files ended before it was done (a file that "
+                             "shrank while it was read, SIGBUS; memory; a kill): scan again when the files are idle")
+    return res.get()
 
 
 def _pool(m: Any) -> Any:
@@ -495,12 +518,12 @@ def _finish_job(reading: Reading, job: Job, limits: Limits, skip: set[str], kind
         before = Snapshot.of(job.path)
         raw = _joined_raw(scanner, job, pending)
         job.budget = budget.left
-        frag = (pool.apply(_read_file, (job, limits, skip, kind, raw, serde, True)) if pool is not None
+        frag = (_result(pool.apply_async(_read_file, (job, limits, skip, kind, raw, serde, True))) if pool is not None
                 else _read_file(job, limits, skip, kind, raw, serde))
         changed = Snapshot.of(job.path) != before
     elif id(job) in pending:
         res, k = pending.pop(id(job))
-        frag = res.get()[k]
+        frag = _result(res)[k]
     else:
         job.budget = budget.left
         frag = _read_file(job, limits, skip, kind, None, serde)
@@ -528,9 +551,9 @@ def _later(reading: Reading, item: tuple[Any, ...]) -> dict[str, Any]:
     member's (``("member", path, arguments)``), or the hits of a container's bytes
     read in pieces (``("raw", path, label, surface, pieces, scanner class, key)``)."""
     if item[0] == "member":
-        return _started(reading.pool, item[1], "_read_member", item[2]).get()
+        return _result(_started(reading.pool, item[1], "_read_member", item[2]))
     _, path, label, surface, pieces, scanner_class, token = item
-    read = [b for lo, hi in pieces for b in _started(reading.pool, (token, lo), "_read_piece", (path, lo, hi)).get()]
+    read = [b for lo, hi in pieces for b in _result(_started(reading.pool, (token, lo), "_read_piece", (path, lo, hi)))]
     m = reading.scanner.m
     report = type(reading.scanner.report)(target="")
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -550,7 +573,7 @@ def _copies(m: Any, data: Any, read: list[Piece]) -> tuple[list[Any], list[Any]]
 
 def _joined_raw(scanner: Any, job: Job, pending: dict[Any, Any]) -> tuple[list[Any], list[Any]]:
     """UTF-8 and wide copies of a file read in pieces."""
-    read = [block for lo, _ in job.pieces for block in pending.pop((id(job), lo)).get()]
+    read = [block for lo, _ in job.pieces for block in _result(pending.pop((id(job), lo)))]
     with open(job.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         return _copies(scanner.m, mm, read)
 
