@@ -290,3 +290,38 @@ def test_a_journal_that_is_no_file_is_not_copied(tmp_path):
     report = ResidueReport(target="t")
     Scanner(report, MultiMatcher(SECRETS), Limits()).file(db, "x.db", SIDE)
     assert [h.location for hits in report.surfaces.values() for h in hits] == ["x.db:t:row0:a:<json>.a"]
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_symlinked_database_is_read_with_the_journal_beside_its_target(tmp_path, monkeypatch, pooled):
+    """A database given by a symlink, in WAL mode, held open by its writer with every
+    row still in the -wal beside the target (where SQLite keeps it): its rows are read
+    with that -wal, and the -wal's bytes too; nothing is read in place as if it had no
+    journal, so the copy is found, not reported clean."""
+    import sqlite3
+
+    from memkit.residue import pool
+    from memkit.residue.containers import Limits
+    from memkit.residue.files import SIDE, Scanner
+
+    (tmp_path / "tgt").mkdir()
+    (tmp_path / "scan").mkdir()
+    db = tmp_path / "tgt" / "store.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode = wal")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("CREATE TABLE store (value TEXT)")
+    writer.execute("INSERT INTO store VALUES (?)", ('{"text": "code \\u0058Q7-VIOLET-3829"}',))
+    (tmp_path / "scan" / "link.db").symlink_to("../tgt/store.db")
+    assert SECRETS[0].encode() not in db.read_bytes() and (tmp_path / "tgt" / "store.db-wal").exists()
+    monkeypatch.setattr(pool, "_INLINE_BYTES", 0 if pooled else 1 << 60)
+    try:
+        report = ResidueReport(target="t")
+        Scanner(report, MultiMatcher(SECRETS), Limits()).path(tmp_path / "scan", SIDE)
+    finally:
+        pool.release()
+        writer.close()
+    found = [h.location for hits in report.surfaces.values() for h in hits]
+    assert f"{tmp_path}/scan/link.db-wal" in {c.path for c in report.coverage}
+    assert any(loc.startswith("link.db:store:row0:value") for loc in found), found
+    assert any(loc.startswith(f"{tmp_path}/scan/link.db-wal@") for loc in found), found

@@ -46,13 +46,13 @@ from memkit.residue.checkpoints import CHECKPOINT_BLOBS, is_checkpoint_db, scan_
 from memkit.residue.containers import Budget, Limits, Member, container_kind, open_members
 from memkit.residue.coverage import FileCoverage, Snapshot
 from memkit.residue.fulltext import fulltext_hits_each, fulltext_tables, shadow_tables
+from memkit.residue.values import JOURNAL_SUFFIXES, journal_paths
 from memkit.scan.encodings import WIDE_ENCODINGS, WideSpan
 from memkit.scan.matching import SecretMatcher
 
 __all__ = ["CACHE", "DISK", "HNSW_FILES", "SIDE", "Family", "Scanner", "content_kind"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-WAL_SUFFIXES = ("-wal", "-journal", "-shm")
 _PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck")
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 _JSON_DECODE_MAX = 64 << 20
@@ -139,7 +139,7 @@ def _disk_raw(kind: str, label: str) -> str:
     name = label.rsplit("/", 1)[-1]
     if name == "chroma.sqlite3":
         return "disk_sqlite"
-    if name.endswith(WAL_SUFFIXES):
+    if name.endswith(JOURNAL_SUFFIXES):
         return "disk_wal"
     return "disk_hnsw" if name in HNSW_FILES else "disk_other"
 
@@ -192,7 +192,7 @@ class Scanner:
 
     FAMILIES: ClassVar[dict[str, Family]] = {"DISK": DISK, "SIDE": SIDE, "CACHE": CACHE}
     """The families by name (the worker pool, :mod:`memkit.residue.pool`, sends names)."""
-    WAL_SUFFIXES: ClassVar[tuple[str, ...]] = WAL_SUFFIXES
+    journal_paths = staticmethod(journal_paths)
     content_kind = staticmethod(content_kind)
 
     # ------------------------------------------------------------------ walking
@@ -325,9 +325,8 @@ class Scanner:
                             "differ before and after): scan again when it is idle")
         self._cover(cov)
         if kind == "sqlite":  # its journal files: counted with it, read once
-            for suf in WAL_SUFFIXES:
-                side = p.with_name(p.name + suf)
-                if side.exists() and side.is_file():
+            for suf, side in journal_paths(p):
+                if side.is_file():
                     self.file(side, label + suf, family, budget,
                               surface=family.raw("sqlite", label + suf))
 
@@ -444,7 +443,7 @@ class Scanner:
         from memkit.residue.values import copy_sqlite
 
         with contextlib.ExitStack() as stack:
-            if path is not None and not any(path.with_name(path.name + suf).is_file() for suf in WAL_SUFFIXES):
+            if path is not None and not any(side.is_file() for _, side in journal_paths(path)):
                 # no journal to apply: read in place, read-only, no lock taken, nothing written
                 target, uri, size = path.absolute().as_uri() + "?mode=ro&immutable=1", True, len(data)
             else:  # a copy, which SQLite may recover or checkpoint as it opens it

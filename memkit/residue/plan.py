@@ -68,7 +68,7 @@ def plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> li
     ``("note", text)``, ``("job", Job)``. Marks what it plans as seen on ``scanner``
     (a SQLite file's journals too, which its job reads)."""
     base = type(scanner)
-    content_kind, wal_suffixes = base.content_kind, base.WAL_SUFFIXES
+    content_kind, journals = base.content_kind, base.journal_paths
     events: list[Any] = []
     fam = family_name(scanner, family)
 
@@ -90,8 +90,7 @@ def plan(scanner: Any, top: Path, family: Any, label: str, budget: Budget) -> li
             job.box = container_kind(head, p.name) is not None
             if content_kind(head[:16], p.name) == "sqlite":  # its journals: read by its job
                 job.sql = True
-                for suf in wal_suffixes:
-                    side = p.with_name(p.name + suf)
+                for suf, side in journals(p):
                     try:
                         sst = os.stat(side)
                     except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,8 +23,8 @@ from typing import Any
 from memkit.residue.report import SQLITE_MAGIC, Hit, ResidueReport, mask_text, render_masked
 from memkit.scan.matching import SecretMatcher, scalar_text
 
-__all__ = ["copy_sqlite", "is_sqlite", "json_strings", "printable", "quote_identifier",
-           "holds_nothing", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values", "strings_in"]
+__all__ = ["JOURNAL_SUFFIXES", "copy_sqlite", "is_sqlite", "json_strings", "printable", "quote_identifier",
+           "holds_nothing", "journal_paths", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values", "strings_in"]
 
 _WINDOW = 24
 """Characters of context kept on each side of a copy (masked)."""
@@ -176,23 +177,40 @@ def scan_value(
 # --------------------------------------------------------------------------- SQLite
 
 
+JOURNAL_SUFFIXES = ("-wal", "-journal", "-shm")
+"""The files SQLite keeps beside a database: its write-ahead log, its rollback journal,
+the WAL's shared-memory index."""
+
+
+def journal_paths(db: Path) -> list[tuple[str, Path]]:
+    """``(suffix, path)`` of each journal file SQLite may keep for database ``db``, in
+    :data:`JOURNAL_SUFFIXES` order, whether or not it exists: beside the file ``db``
+    resolves to (SQLite follows a symlinked database to its target and keeps its
+    journals there), then beside ``db`` itself where that is another place."""
+    real = Path(os.path.realpath(db))
+    places = [real] if Path(os.path.realpath(db.parent)) / db.name == real else [real, db]
+    return [(suf, p.with_name(p.name + suf)) for p in places for suf in JOURNAL_SUFFIXES]
+
+
 def copy_sqlite(src: Path, dst_dir: Path) -> Path:
-    """Copy an SQLite file and its -wal/-journal (where they are regular files) into
-    ``dst_dir``; return the copy. A journal gone before it is copied (a writer finished)
-    is left out: the database then changed, which the caller's snapshot reports.
+    """Copy an SQLite file and its -wal/-journal (:func:`journal_paths`, where they are
+    regular files) into ``dst_dir``, named as SQLite looks for them beside the copy;
+    return the copy. A journal gone before it is copied (a writer finished) is left
+    out: the database then changed, which the caller's snapshot reports.
 
     Raises:
         OSError: the database itself cannot be copied.
     """
     dst = dst_dir / src.name
     shutil.copy2(src, dst)
-    for suf in ("-wal", "-journal"):
-        side = src.with_name(src.name + suf)
-        if side.is_file():
-            try:
-                shutil.copy2(side, dst_dir / side.name)
-            except FileNotFoundError:
-                continue
+    for suf, side in journal_paths(src):
+        target = dst_dir / (dst.name + suf)
+        if suf == "-shm" or target.exists() or not side.is_file():
+            continue
+        try:
+            shutil.copy2(side, target)
+        except FileNotFoundError:
+            continue
     return dst
 
 
