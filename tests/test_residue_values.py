@@ -325,3 +325,22 @@ def test_a_symlinked_database_is_read_with_the_journal_beside_its_target(tmp_pat
     assert f"{tmp_path}/scan/link.db-wal" in {c.path for c in report.coverage}
     assert any(loc.startswith("link.db:store:row0:value") for loc in found), found
     assert any(loc.startswith(f"{tmp_path}/scan/link.db-wal@") for loc in found), found
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_snippet_reads_the_copies_near_it_as_it_reads_them_all(seed):
+    """:class:`SpanIndex` gives :func:`render_masked` the copies near a window: the
+    snippet is the one all copies give (overlapping, nested, adjacent and long ones)."""
+    from memkit.residue.report import SpanIndex, render_masked
+
+    rng = random.Random(seed)
+    text = "".join(rng.choice("ab \n") for _ in range(3000))
+    spans = []
+    for _ in range(400):
+        s = rng.randrange(0, 2990)
+        spans.append((s, min(3000, s + rng.choice([1, 5, 15, 80, 600])), rng.choice(["exact", "normalized"]), None))
+    near = SpanIndex(spans)
+    for s, e, *_ in spans:
+        lo, hi = max(0, s - 24), min(len(text), e + 24)
+        assert render_masked(text, 0, near.near(lo, hi), lo, hi) == render_masked(text, 0, spans, lo, hi)
+    assert render_masked(text, 0, SpanIndex([]).near(0, 50), 0, 50) == text[:50].replace("\n", " ")

@@ -391,15 +391,15 @@ class Scanner:
                  wide: list[WideSpan]) -> int:
         """Add the hits of :meth:`raw` from its UTF-8 ``spans`` and ``wide`` copies (byte
         offsets into ``data``, which gives the snippets); return how many."""
-        from memkit.residue.report import Hit, mask_text, render_masked
+        from memkit.residue.report import Hit, SpanIndex, mask_text, render_masked
         from memkit.residue.values import printable
 
         m, report = self.m, self.report
-        loc = mask_text(label, m)
+        loc, near = mask_text(label, m), SpanIndex(spans)
         for s, e, kind, idx in spans:
             lo, hi = max(0, s - 24), min(len(data), e + 24)
             window = printable(bytes(data[lo:hi]))
-            report.add(Hit(surface, f"{loc}@{s}", kind, render_masked(window, lo, spans, lo, hi), idx))
+            report.add(Hit(surface, f"{loc}@{s}", kind, render_masked(window, lo, near.near(lo, hi), lo, hi), idx))
         for w in wide:
             lo, hi = max(0, w.text_start - 24), min(len(w.text), w.text_end + 24)
             snippet = render_masked(w.text, 0, [(w.text_start, w.text_end, w.kind)], lo, hi)

@@ -11,6 +11,7 @@ in stored values into it.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from memkit.residue.coverage import FileCoverage, coverage_summary
 from memkit.scan.matching import SecretMatcher
 
-__all__ = ["Status", "SurfaceResult", "mask_secrets", "mask_text", "render_masked", "PAGE", "SQLITE_MAGIC", "SURFACES", "Hit",
+__all__ = ["SpanIndex", "Status", "SurfaceResult", "mask_secrets", "mask_text", "render_masked", "PAGE", "SQLITE_MAGIC", "SURFACES", "Hit",
            "ResidueReport"]
 
 SURFACES: tuple[str, ...] = (
@@ -360,6 +361,23 @@ class ResidueReport:
 
 
 # --------------------------------------------------------------------------- masking
+
+
+class SpanIndex:
+    """Copies sorted by start, so that the snippet of each of n copies reads only the
+    copies near it (:meth:`near`): O(n log n) for all of them, not O(n^2)."""
+
+    __slots__ = ("longest", "spans", "starts")
+
+    def __init__(self, spans: Sequence[tuple[Any, ...]]) -> None:
+        self.spans = sorted(spans, key=lambda x: x[0])
+        self.starts = [x[0] for x in self.spans]
+        self.longest = max((x[1] - x[0] for x in self.spans), default=0)
+
+    def near(self, lo: int, hi: int) -> list[tuple[Any, ...]]:
+        """The copies that may overlap ``[lo, hi)``: those starting in
+        ``[lo - longest, hi)`` (a copy that overlaps starts there), in order."""
+        return self.spans[bisect.bisect_left(self.starts, lo - self.longest):bisect.bisect_left(self.starts, hi)]
 
 
 def render_masked(chars: str, start: int, spans: Sequence[tuple[int, int, str]], lo: int, hi: int) -> str:

@@ -20,7 +20,14 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from memkit.residue.report import SQLITE_MAGIC, Hit, ResidueReport, mask_text, render_masked
+from memkit.residue.report import (
+    SQLITE_MAGIC,
+    Hit,
+    ResidueReport,
+    SpanIndex,
+    mask_text,
+    render_masked,
+)
 from memkit.scan.matching import SecretMatcher, scalar_text
 
 __all__ = ["JOURNAL_SUFFIXES", "copy_sqlite", "is_sqlite", "json_strings", "printable", "quote_identifier",
@@ -35,10 +42,10 @@ _BATCH_BYTES = 4 << 20
 def scan_text(report: ResidueReport, surface: str, location: str, text: str, m: SecretMatcher,
                depth: int = 0) -> None:
     spans = m.spans(text)
-    loc = mask_text(location, m)
+    loc, near = mask_text(location, m), SpanIndex(spans)
     for s, e, kind, *index in spans:
         lo, hi = max(0, s - _WINDOW), min(len(text), e + _WINDOW)
-        report.add(Hit(surface, loc, kind, render_masked(text, 0, spans, lo, hi), *index))
+        report.add(Hit(surface, loc, kind, render_masked(text, 0, near.near(lo, hi), lo, hi), *index))
     # A JSON document (LangChain's serialised prompts, chroma's log rows) can hold the
     # secret only through its escapes (``\u00df`` for ``ß``): search it decoded too, as
     # :func:`memkit.scan.matching.contains_secret` (the forget's cache purge) does.
@@ -123,10 +130,10 @@ def scan_values(report: ResidueReport, surface: str, items: Sequence[tuple[str, 
 
     def emit(node: _Text) -> None:
         if node.spans:
-            loc = mask_text(node.location, m)
+            loc, near = mask_text(node.location, m), SpanIndex(node.spans)
             for s, e, kind, *index in node.spans:
                 lo, hi = max(0, s - _WINDOW), min(len(node.text), e + _WINDOW)
-                report.add(Hit(surface, loc, kind, render_masked(node.text, 0, node.spans, lo, hi), *index))
+                report.add(Hit(surface, loc, kind, render_masked(node.text, 0, near.near(lo, hi), lo, hi), *index))
         for kid in node.kids:
             emit(kid)
 
@@ -153,11 +160,11 @@ def scan_buffer(
     matches = byte_spans(m, data)
     if not matches:
         return
-    loc = mask_text(location, m)
+    loc, near = mask_text(location, m), SpanIndex(matches)
     for s, e, kind, *index in matches:
         lo, hi = max(0, s - _WINDOW), min(len(data), e + _WINDOW)
         window = printable(bytes(data[lo:hi]))
-        report.add(Hit(surface, f"{loc}@{s}", kind, render_masked(window, lo, matches, lo, hi), *index))
+        report.add(Hit(surface, f"{loc}@{s}", kind, render_masked(window, lo, near.near(lo, hi), lo, hi), *index))
 
 
 def scan_value(
