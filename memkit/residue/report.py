@@ -49,7 +49,6 @@ SURFACES: tuple[str, ...] = (
 """Every surface a :class:`ResidueReport` counts (module doc)."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-_WAL_SUFFIXES = ("-wal", "-journal", "-shm")
 _MASK = "[SECRET]"
 PAGE = 2000
 """Rows read per SQL page."""
