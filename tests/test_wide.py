@@ -86,6 +86,50 @@ def test_skipping_finds_the_runs_of_a_unit_by_unit_reading(seed):
             assert [r[:3] for r in got] == [r[:3] for r in plain], (seed, mode, lo, hi, min_len)
 
 
+def stretches(rng: random.Random, n: int) -> bytes:
+    """Long stretches of the kinds the fast paths skip (prose without NUL, all NUL as in
+    a database page's free space), broken by wide copies, '<' units and single NULs
+    at every offset from a 64-byte word's edge."""
+    parts: list[bytes] = []
+    size = 0
+    prose = "the cat sat on the mat, 12 33 - x a b c d e f; caf\u00e9 \u201cquoted\u201d <b>bold</b> "
+    while size < n:
+        k = rng.random()
+        if k < 0.35:
+            start = rng.randrange(len(prose))
+            parts.append((prose[start:] + prose * rng.randrange(1, 12)).encode()[:rng.randrange(1, 900)])
+        elif k < 0.6:
+            parts.append(bytes(rng.randrange(1, 900)))
+        elif k < 0.8:
+            codec = rng.choice(KINDS)
+            parts.append(rng.choice(SPELLINGS + ["<b>", "<", "1 2 3 4 5 6"]).encode(codec)[:rng.randrange(1, 80)])
+        else:
+            parts.append(rng.choice([b"\x00", b"<", b"<\x00", b"\x00<", b"\x00\x00\x00<", b"1 2 3 4 5 6 7 8 9 ",
+                                     b"\xff\xfe", b"\x00\xd8"]))
+        size += len(parts[-1])
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_stretches_find_the_runs_of_a_unit_by_unit_reading(seed):
+    """Prose without NUL and all-NUL stretches (skipped 64 bytes at a time where no run can
+    start in them) around copies, '<' units forcing runs, and lone NULs, at every offset:
+    the same runs as reading every unit."""
+    rng = random.Random(500 + seed)
+    secrets = tuple(SECRETS)
+    for _ in range(60):
+        buf = stretches(rng, rng.randrange(200, 6000))
+        lo = rng.randrange(0, 70)
+        hi = len(buf) - rng.randrange(0, 70)
+        if hi <= lo:
+            continue
+        min_len = rng.choice([1, 2, 3, 5, 8, 20, 40])
+        plain, _ = runs(buf, secrets, 2, lo, hi, min_len)
+        for mode in (0, 1, 3):
+            got, _ = runs(buf, secrets, mode, lo, hi, min_len)
+            assert [r[:3] for r in got] == [r[:3] for r in plain], (seed, mode, lo, hi, min_len)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_runs_are_what_the_numpy_reading_finds(seed):
     """Every run of at least min_len units of every reading (numpy, no skipping)."""

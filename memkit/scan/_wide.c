@@ -23,7 +23,13 @@
  *    (mod 2 or 4) that pass the condition, at most 2 (4) bytes apart: stretches where
  *    no such chain exists are skipped (the positions of the other residues are filled
  *    with ones and runs of ones of the corresponding length are looked for).
- * tests/test_wide.py holds the result to a unit-by-unit reading on random data.
+ *  - two common stretches are skipped a word (64 bytes) at a time by a tight AVX2 loop
+ *    that needs neither the other masks nor the forced stretches: bytes without a NUL
+ *    (text: every unit around is nonzero, so a position passes exactly where its byte
+ *    is in the ranges, and nothing can be UTF-32), and all-NUL bytes (a database
+ *    page's free space: nothing passes).
+ * tests/test_wide.py holds the result to a unit-by-unit reading on random data and on
+ * long stretches of both kinds.
  *
  * C99 against the stable parts of the CPython API; SSE2 (every x86-64 CPU) where the
  * compiler targets it, the same masks byte by byte elsewhere.
@@ -521,6 +527,58 @@ static void passing(Py_ssize_t w, Py_ssize_t reach, const masks *prev, const mas
     out->p32 = p32 & valid;
 }
 
+#if HAVE_AVX2
+/* The fast stretch of scan_all (AVX2): from word j (its positions passing the tests:
+ * p1, none of UTF-32; h2: the high-byte mask of word j + 1; words j and j + 1 hold no
+ * NUL, and no '<' unit forces anything at or after word j), while word j + 2 holds no
+ * NUL either, the positions of word j + 1 that pass are exactly its high-byte mask
+ * (every unit around them is not 0x0000, no UTF-32 unit can be in the table, no '<'
+ * unit is forced) and nothing passes for UTF-32; so where no chain of n16 passing
+ * positions starts in word j, word j holds no run start and the next word is read.
+ * Returns the first word (absolute offset) where that is not shown, with its passing
+ * positions in *p1 (UTF-16; none for UTF-32). Reads whole words below hi only. */
+__attribute__((target("avx2"))) static Py_ssize_t skip_plain_avx2(const unsigned char *a, Py_ssize_t w, Py_ssize_t hi,
+                                                                  const classifier *k, int n16, uint64_t *p1,
+                                                                  uint64_t h2) {
+    const __m256i lut_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k->lut_lo));
+    const __m256i lut_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k->lut_hi));
+    const __m256i nib = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    uint64_t h1 = *p1;
+    for (; w + 192 <= hi; w += 64) {
+        const unsigned char *p = a + w + 128;
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)p), x1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+        __m256i nul = _mm256_or_si256(_mm256_cmpeq_epi8(x0, zero), _mm256_cmpeq_epi8(x1, zero));
+        if (!_mm256_testz_si256(nul, nul)) break;
+        if (chains(h1, h2, n16, 2)) break;
+        __m256i t0 = _mm256_and_si256(_mm256_shuffle_epi8(lut_lo, _mm256_and_si256(x0, nib)),
+                                      _mm256_shuffle_epi8(lut_hi, _mm256_and_si256(_mm256_srli_epi16(x0, 4), nib)));
+        __m256i t1 = _mm256_and_si256(_mm256_shuffle_epi8(lut_lo, _mm256_and_si256(x1, nib)),
+                                      _mm256_shuffle_epi8(lut_hi, _mm256_and_si256(_mm256_srli_epi16(x1, 4), nib)));
+        uint64_t h3 = (uint64_t)(uint32_t)~_mm256_movemask_epi8(_mm256_cmpeq_epi8(t0, zero)) |
+                      (uint64_t)(uint32_t)~_mm256_movemask_epi8(_mm256_cmpeq_epi8(t1, zero)) << 32;
+        h1 = h2;
+        h2 = h3;
+    }
+    *p1 = h1;
+    return w;
+}
+
+/* The other fast stretch (AVX2): from word w, itself and the next all NUL bytes, with
+ * nothing passing in w and no '<' unit forcing anything at or after it, while word
+ * w + 2 is all NUL bytes too, nothing passes in word w + 1 either (each of its units,
+ * UTF-16 or UTF-32, is 0x0000 with only NULs around it, and none is a '<'), so no
+ * chain starts in word w. Returns the first word (absolute offset) where that is not
+ * shown; nothing passes there. Reads whole words below hi only. */
+__attribute__((target("avx2"))) static Py_ssize_t skip_nul_avx2(const unsigned char *a, Py_ssize_t w, Py_ssize_t hi) {
+    for (; w + 192 <= hi; w += 64) {
+        const unsigned char *p = a + w + 128;
+        __m256i x = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)(p + 32)));
+        if (!_mm256_testz_si256(x, x)) break;
+    }
+    return w;
+}
+#endif
+
 static void scan_all(ctx *c, const classifier *cl) {
 #define MASKS(p, n, out) word_masks(p, n, cl, out)
     Py_ssize_t lo = c->lo, hi = c->hi;
@@ -537,6 +595,28 @@ static void scan_all(ctx *c, const classifier *cl) {
     passing(lo, c->reach, &m0, &m1, &m2, f16, f32, &p1);
     for (Py_ssize_t k = 0; k < nw && !c->err; k++) {
         Py_ssize_t w = lo + 64 * k;
+#if HAVE_AVX2
+        if (cl->how == 2 && !(m1.z | m2.z | p1.p32) && f16[0] <= w && f16[1] <= w && f32[0] <= w && f32[1] <= w &&
+            f32[2] <= w && f32[3] <= w) {
+            Py_ssize_t to = skip_plain_avx2(c->a, w, hi, cl, n16, &p1.p16, m2.h);
+            if (to > w) { /* words k .. up to `to` hold no run start; word `to` and the next are read again */
+                k = (to - lo) / 64;
+                w = to;
+                MASKS(c->a + w, 64, &m1);
+                MASKS(c->a + w + 64, (int)(hi - w - 64 < 64 ? hi - w - 64 : 64), &m2);
+                p1.p32 = 0;
+            }
+        } else if (cl->how == 2 && m1.z == ~0ULL && m2.z == ~0ULL && !(p1.p16 | p1.p32) && f16[0] <= w && f16[1] <= w &&
+                   f32[0] <= w && f32[1] <= w && f32[2] <= w && f32[3] <= w) {
+            Py_ssize_t to = skip_nul_avx2(c->a, w, hi);
+            if (to > w) { /* words k .. up to `to` hold no run start; word `to` and the next are read again */
+                k = (to - lo) / 64;
+                w = to;
+                MASKS(c->a + w, 64, &m1);
+                MASKS(c->a + w + 64, (int)(hi - w - 64 < 64 ? hi - w - 64 : 64), &m2);
+            }
+        }
+#endif
         Py_ssize_t w3 = w + 128;
         MASKS(c->a + w3, (int)(hi - w3 < 64 ? hi - w3 : 64), &m3);
         passing(w + 64, c->reach, &m1, &m2, &m3, f16, f32, &p2);
