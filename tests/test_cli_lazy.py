@@ -56,3 +56,38 @@ def test_command_list_is_each_commands_own_help():
         assert line.split(None, 1)[1].strip() == head.strip(), name
     res = CliRunner().invoke(app, ["nope"])
     assert res.exit_code == 2 and "No such command" in res.output
+
+
+FORK_PROBE = r"""
+import json, sys
+import memkit.residue.pool as pool
+seen = {}
+real = pool.prefork
+def prefork(m, paths=None):
+    seen.setdefault("at_fork", sorted(m for m in sys.modules if m != "memkit.postgres.uri"
+                                      and m.startswith(("memkit.store", "memkit.postgres.", "chromadb"))))
+    return real(m, paths)
+pool.prefork = prefork
+from evaluators.cli import app
+try:
+    app(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(seen))
+"""
+
+
+def test_residue_forks_its_workers_before_the_store_and_database_readers_load(tmp_path):
+    """The workers read files while the parent imports what only it needs (chromadb,
+    the store's classes, the PostgreSQL readers): none of those is loaded when they fork."""
+    import chromadb
+    from chromadb.config import Settings
+
+    store = tmp_path / "store"
+    client = chromadb.PersistentClient(path=str(store), settings=Settings(anonymized_telemetry=False))
+    client.create_collection("notes", embedding_function=None).add(ids=["a"], documents=["x"], embeddings=[[0.1, 0.2]])
+    client.close()
+    out = subprocess.run([sys.executable, "-c", FORK_PROBE, "residue", str(store), "XQ7-VIOLET-3829",
+                          "--no-embeddings", "--json"], capture_output=True, text=True, timeout=120)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["at_fork"] == [], seen

@@ -28,7 +28,6 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Iterator, MutableMapping
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +87,8 @@ class _LazyCommands(MutableMapping[str, Any]):
 
     def _entry_points(self) -> dict[str, Any]:
         if self._eps is None:
+            from importlib.metadata import entry_points  # tens of ms: only when a name is not ours
+
             self._eps = {ep.name: ep for ep in entry_points(group="memkit.commands") if ep.name not in COMMANDS}
         return self._eps
 

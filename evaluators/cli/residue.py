@@ -115,13 +115,14 @@ def _finish(report: ResidueReport, secrets: list[str], as_json: bool, limit: int
 
 def _check_outputs(sarif: Path | None, baseline: Path | None) -> None:
     """``--sarif`` writable and ``--baseline`` readable before any scan (exit 2)."""
-    from evaluators.cli.checks import check_output_file
-    from evaluators.report.baseline import load_baseline
-
     try:
         if sarif is not None:
+            from evaluators.cli.checks import check_output_file
+
             check_output_file(sarif, "--sarif")
         if baseline is not None:
+            from evaluators.report.baseline import load_baseline
+
             load_baseline(baseline)
     except ValueError as exc:
         typer.echo(f"memkit residue: error: {exc}", err=True)
@@ -129,7 +130,7 @@ def _check_outputs(sarif: Path | None, baseline: Path | None) -> None:
 
 
 def _is_pg(path: str) -> bool:
-    from memkit.postgres.database import is_postgres_uri
+    from memkit.postgres.uri import is_postgres_uri
 
     return is_postgres_uri(path)
 

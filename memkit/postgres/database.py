@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memkit.postgres.surfaces import DISK_SURFACES, PgScan, readable_tables, scan_disk, scan_rows
+from memkit.postgres.uri import is_postgres_uri
 from memkit.residue.report import Hit, ResidueReport
 from memkit.scan.matching import matcher
 
@@ -34,11 +35,6 @@ PG_SURFACES: tuple[str, ...] = ("pg_rows", *DISK_SURFACES)
 class PgConnectError(ValueError):
     """The URI is malformed, the server cannot be reached, or the database or role
     does not exist (one line: what and why)."""
-
-
-def is_postgres_uri(text: str) -> bool:
-    """Whether ``text`` is a PostgreSQL connection URI (``postgresql://``, ``postgres://``)."""
-    return text.startswith(("postgresql://", "postgres://"))
 
 
 def _connect(uri: str) -> Any:

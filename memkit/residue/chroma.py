@@ -117,7 +117,6 @@ from memkit.residue.values import (
     scan_values,
 )
 from memkit.scan.matching import SecretMatcher, matcher, secret_bytes_regex
-from memkit.store.tiered import TIERS
 
 if TYPE_CHECKING:
     from memkit.store.tiered import TieredMemoryStore
@@ -218,6 +217,7 @@ def _scan_collections(
     stale_threshold: float, m: SecretMatcher, prefix: str = "", keystore: Any = None,
 ) -> None:
     from memkit.store.keystore import is_sealed
+    from memkit.store.tiered import TIERS
 
     dim: int | None = None
     for col in collections:
@@ -498,8 +498,6 @@ def scan(
             empty secret; both or neither of ``secret`` and ``secrets``.
         memkit.residue.pool.WorkerDied: a worker process ended while it read (no verdict).
     """
-    from memkit.store.tiered import TieredMemoryStore
-
     if (secret is None) == (secrets is None):
         raise ValueError("scan: give either secret or secrets=[...]")
     if secrets is not None:
@@ -521,9 +519,11 @@ def scan(
     from memkit.residue.pool import prefork, release
 
     # worker processes for the files, forked before chromadb starts its threads
-    roots = [] if target is None else [getattr(target, "path", None) if isinstance(target, TieredMemoryStore)
-                                        else Path(target).expanduser()]
+    roots = [] if target is None else [Path(target).expanduser() if isinstance(target, (str, os.PathLike))
+                                        else getattr(target, "path", None)]
     prefork(m, [*roots, *caches, *(Path(a).expanduser() for a in also)])
+    from memkit.store.tiered import TieredMemoryStore  # after the fork: the workers need none of it
+
     try:  # the workers stop whatever happens (a bad target: their reads are dropped)
         if target is None:
             # side files, caches and checkpointers only: no store was given
