@@ -2,11 +2,14 @@
 (``memkit/scan/_letters.c``, used by ``memkit/scan/plain.py``), the pass that finds
 where bytes can hold UTF-16/32 text (``memkit/scan/_wide.c``, used by
 ``memkit/scan/encodings.py``) and the automaton that names the secrets a window may
-hold (``memkit/scan/_names.c``, used by ``memkit/scan/windows.py``). Portable C99
+hold (``memkit/scan/_names.c``, used by ``memkit/scan/windows.py``), and the pass that
+names the JSON texts whose decoding may add a copy (``memkit/scan/_escapes.c``, used by
+``memkit/scan/json_escapes.py``). Portable C99
 against the CPython API, built with Python's own flags (no ``-march``). Everything else about the package is in ``pyproject.toml``."""
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("memkit.scan._letters", sources=["memkit/scan/_letters.c"]),
                    Extension("memkit.scan._wide", sources=["memkit/scan/_wide.c"]),
-                   Extension("memkit.scan._names", sources=["memkit/scan/_names.c"])])
+                   Extension("memkit.scan._names", sources=["memkit/scan/_names.c"]),
+                   Extension("memkit.scan._escapes", sources=["memkit/scan/_escapes.c"])])

@@ -49,7 +49,7 @@ stamp="$VENV/.memkit-installed${EXTRAS:+-$EXTRAS}"
 # Install again when a file the install reads has changed since (the compiled scan
 # passes, memkit/scan/*.c, are built by `pip install -e .`).
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt scripts/setup.sh ] \
-   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ "$stamp" -nt memkit/scan/_letters.c ] && [ "$stamp" -nt memkit/scan/_wide.c ] && [ "$stamp" -nt memkit/scan/_names.c ] \
+   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ -z "$(find memkit/scan -name '*.c' -newer "$stamp")" ] \
    && { [ "$WANT_LLAMA" = 0 ] || [ "$(cat "$VENV/.memkit-llama-key" 2>/dev/null)" = "$LLAMA_KEY" ]; }; then
   exit 0
 fi

@@ -4,6 +4,7 @@ every JSON text down to four levels)."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 
@@ -170,3 +171,50 @@ def test_the_joined_proof_is_the_proof_of_each(seed):
         texts = ["".join(rng.choice(parts) for _ in range(rng.randrange(0, 9))) for _ in range(rng.randrange(0, 5))]
         joined = "\0".join(texts).encode("utf-8")
         assert decoding_adds_nothing_joined(joined) == all(decoding_adds_nothing(texts)), texts
+
+
+_RULE_PIECES = [
+    "\\", "\\\\", "\\n", "\\t", "\\r", "\\u", "\\U", "\\u00", "\\u00e9", "\\u00E9", "\\u00df", "\\U00DF", "\\u00Df",
+    "\\u0041", "\\u007f", "\\u0080", "\\u2014", "\\u206f", "\\u2070", "\\u24b6", "\\ud835", "\\udc00", "\\uff21",
+    "\\uffef", "\\ufff0", "\\u12", "\\u123", "\\u123g", "\\x41", "<", ">", "<b", "<b>", "</b>", "<!--", "<!-", "-->",
+    "NaN", "Na", "Infinity", "Infinit", "1", "12", "1.5", "1.", ".5", "1e5", "1E+5", "1e-", "1e", "e5", "x1e5",
+    "_1e5", "a", "Z", "N", "I", " ", '"', "{", "}", ":", ",", "[", "]", "0x1f", "caf", "word ", "\\n1e5", "\\t2.5",
+]
+
+
+def _rule_text(rng: random.Random) -> bytes:
+    n = rng.choice([0, 1, 2, 3, 5, 8, 20, 60])
+    return "".join(rng.choice(_RULE_PIECES) for _ in range(n)).encode("ascii")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_pass_applies_the_rules_as_written(seed):
+    """memkit/scan/_escapes.c against the rules as Hyperscan regexes
+    (tests/json_escapes_reference.py), on texts built from their pieces, each text alone
+    and joined with others: the same texts are left unproven."""
+    import json_escapes_reference as ref
+
+    from memkit.scan.json_escapes import _unproven
+
+    rng = random.Random(900 + seed)
+    for _ in range(300):
+        texts = [_rule_text(rng) for _ in range(rng.randrange(1, 12))]
+        want = ref.unproven_texts(texts)
+        data = b"\0" + b"\0".join(texts)
+        starts = [1]
+        for t in texts:
+            starts.append(starts[-1] + len(t) + 1)
+        got = [False] * len(texts)
+        for to in _unproven(data):
+            got[bisect.bisect_right(starts, to - 1) - 1] = True
+        assert got == want, [t for t, g, w in zip(texts, got, want, strict=True) if g != w]
+        assert decoding_adds_nothing([t.decode() for t in texts]) == [not w for w in want]
+
+
+def test_every_escape_is_judged_as_harmless_says():
+    """Each ``\\uXXXX`` alone, every code point, both cases of 'u': unproven exactly where
+    the reference's rules say."""
+    import json_escapes_reference as ref
+
+    texts = [b"\\%s%04x" % (u, cp) for u in (b"u", b"U") for cp in range(0x10000)]
+    assert decoding_adds_nothing([t.decode() for t in texts]) == [not w for w in ref.unproven_texts(texts)]

@@ -241,7 +241,7 @@ def _warm(m: Any) -> None:
 
     engine_of(m)
     prepare(m)
-    for build in (multi._folding, multi._breakers, json_escapes._database):
+    for build in (multi._folding, multi._breakers, json_escapes._tables):
         build()
 
 

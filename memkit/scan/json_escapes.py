@@ -53,25 +53,20 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
+import memkit.scan._escapes as _escapes  # the compiled pass (a module of this package)
+
+if getattr(_escapes, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/scan/_escapes.c
+    raise ImportError(f"memkit.scan._escapes at {_escapes.__file__} is an old build: reinstall memkit "
+                      "(pip install -e .) to rebuild it")
+
 __all__ = ["decoding_adds_nothing", "decoding_adds_nothing_joined", "harmless"]
 
-_UNPROVEN = [
-    rb"[^0-9A-Za-z][0-9]+(?:\.[0-9]|[eE][+-]?[0-9])",  # a fraction or exponent (not an escape's hex)
-    rb"\\[ntr][0-9]+(?:\.[0-9]|[eE][+-]?[0-9])",      # one after escaped whitespace (JSON in a string)
-    rb"NaN|Infinity",                                   # constants the decoder reads as numbers
-    rb"\\\\",                                           # an escaped backslash
-    rb"<[^<>\\\x00]*\\",                                # an escape in a tag's body
-    rb"<!--[^\x00]*\\|\\[^\x00]*<!--",                  # an escape beside a comment
-]
-"""What leaves a text unproven (module doc, conditions 2 to 4), over texts joined by NULs
-(which a JSON text does not hold unescaped) after one NUL. An escape that is not JSON
-(``\\x41``, ``\\u12``) needs no pattern: a text holding one does not decode, so its
-decoding holds nothing."""
-
-_JUDGED = rb"\\u(?:00[0-7]|[dD][89abAB][0-9A-Fa-f]|20[7-9A-Fa-f]|2[1-9A-Fa-f][0-9A-Fa-f]|[3-9A-Fa-f][0-9A-Fa-f]{2})"
-"""The first five characters of each ``\\uXXXX`` :func:`harmless` judges one by one:
-ASCII, surrogates, and U+2070 up; from U+0080 below U+2070 every one is harmless but
-those of :func:`_folding_below`."""
+_JUDGED_BELOW, _JUDGED_FROM = 0x80, 0x2070
+"""The ``\\uXXXX`` escapes :func:`harmless` judges one by one: ASCII (below U+0080), and
+U+2070 up (surrogates among them); from U+0080 below U+2070 every one is harmless but
+those of characters that fold to several (:func:`_tables`)."""
 
 _SEPARATOR_ESCAPES = frozenset(["\\n", "\\t", "\\r", "\\b", "\\f", '\\"', "\\/"])
 
@@ -80,64 +75,62 @@ _SEPARATOR_ESCAPES = frozenset(["\\n", "\\t", "\\r", "\\b", "\\f", '\\"', "\\/"]
 def harmless(escape: str) -> bool:
     """Whether a JSON escape (``\\n``, ``\\u00e9``) reads, in the raw text, as one unit
     of the same meaning as the character it decodes to (module doc, condition 2)."""
-    from memkit.scan.spellings import alnum_fold, spelling_tables
-
     if escape in _SEPARATOR_ESCAPES:
         return True
     if len(escape) != 6 or escape[1] != "u" or any(c not in "0123456789abcdefABCDEF" for c in escape[2:]):
         return False
-    cp = int(escape[2:], 16)
-    if cp < 0x80 or 0xD800 <= cp <= 0xDFFF:
-        return False
-    ch = chr(cp)
-    if ch in spelling_tables()[3]:
-        return False
-    return cp < 0x2000 or 0xFF00 <= cp <= 0xFFEF or not alnum_fold(ch)
+    return _harmless_points()(int(escape[2:], 16))
 
 
 @lru_cache(maxsize=1)
-def _folding_below() -> tuple[bytes, ...]:
-    """``\\uXXXX`` of each character from U+0080 below U+2070 that folds to several
-    (``ß``), the only ones there :func:`harmless` refuses."""
+def _harmless_points() -> Any:
+    """``f(cp)``: whether the ``\\uXXXX`` escape of code point ``cp`` (a BMP one) is
+    :func:`harmless`: a character at or above U+0080, no surrogate, that does not fold
+    to several, and either spelled escaped by the patterns too (below U+2000, halfwidth
+    and fullwidth forms) or folding to no letter or digit."""
+    from memkit.scan.spellings import alnum_fold, spelling_tables
+
+    multi = spelling_tables()[3]
+
+    def point(cp: int) -> bool:
+        if cp < 0x80 or 0xD800 <= cp <= 0xDFFF or chr(cp) in multi:
+            return False
+        return cp < 0x2000 or 0xFF00 <= cp <= 0xFFEF or not alnum_fold(chr(cp))
+
+    return point
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[bytes, bytes, bytes]:
+    """The compiled pass's tables (``memkit/scan/_escapes.c``): by the first three hex
+    digits of a ``\\u`` escape, whether it is judged one by one; by code point, whether
+    its escape is :func:`harmless`; and whether it is a character from U+0080 below
+    U+2070 that folds to several (``ß``: unproven however its escape is cased). About
+    0.1 s, once per process (built before workers fork)."""
     from memkit.scan.spellings import spelling_tables
 
-    return tuple(b"\\\\u%04x" % ord(ch) for ch in sorted(spelling_tables()[3]) if 0x80 <= ord(ch) < 0x2070)
-
-
-@lru_cache(maxsize=1)
-def _database() -> Any:
-    """One Hyperscan database over a batch of texts: id 0 for what leaves a text
-    unproven, id 1 for the escapes :func:`harmless` judges one by one (a regex pass
-    costs several ns a byte; this one, a fraction of that)."""
-    import hyperscan
-
-    folding = _folding_below()
-    exprs = [*_UNPROVEN, *folding, _JUDGED]
-    ids = [0] * (len(exprs) - 1) + [1]
-    flags = [hyperscan.HS_FLAG_DOTALL] * len(_UNPROVEN) + [hyperscan.HS_FLAG_CASELESS] * len(folding) + [0]
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=flags)
-    return db
+    judged3 = bytes(v << 4 < _JUDGED_BELOW or v << 4 >= _JUDGED_FROM for v in range(4096))
+    point = _harmless_points()
+    harmless4 = bytes(bool(judged3[cp >> 4]) and point(cp) for cp in range(65536))
+    fold4 = bytearray(65536)
+    for ch in spelling_tables()[3]:
+        if _JUDGED_BELOW <= ord(ch) < _JUDGED_FROM:
+            fold4[ord(ch)] = 1
+    return judged3, harmless4, bytes(fold4)
 
 
 def _unproven(data: bytes) -> Iterator[int]:
-    """Where, in ASCII texts joined by NULs after one NUL (``data``), a match leaves its
-    text unproven: the offset of the match's last byte plus one, in order."""
-    found: list[int] = []
-
-    def seen(kind: int, _frm: int, to: int, _flags: int, _ctx: Any) -> None:
-        if kind == 0 or not harmless(data[to - 5:to + 1].decode("ascii")):
-            found.append(to)
-
-    _database().scan(data, match_event_handler=seen)
-    return iter(found)
+    """Where, in ASCII texts joined by NULs after one NUL (``data``), a text is left
+    unproven (module doc, conditions 2 to 4; ``memkit/scan/_escapes.c``): one offset
+    inside each such text (the byte after the one that showed it), in order."""
+    return iter(np.frombuffer(_escapes.unproven(data, *_tables()), dtype=np.int64).tolist())
 
 
 def decoding_adds_nothing(texts: Sequence[str]) -> list[bool]:
     """For each of ``texts``: ``True`` where no string, key or number its JSON decoding
     yields (at any depth) can hold a copy of any secret that the raw text does not
     hold (module doc: the proof and its four conditions); ``False`` where that is not
-    proven. One Hyperscan pass over all the texts, joined by NULs."""
+    proven. One compiled pass over all the texts, joined by NULs."""
     out = [t.isascii() for t in texts]
     ascii_ = [i for i, ok in enumerate(out) if ok]
     if not ascii_:
