@@ -144,17 +144,28 @@ def _tables(path, encoding: str = "UTF-8") -> dict[str, list[tuple]]:
     return cases
 
 
+def _every_row(con, table: str, m) -> ResidueReport:
+    """What reading every row records: the rows as Python's sqlite3 gives them (texts
+    decoded), all passed to :func:`scan_values`."""
+    report = ResidueReport(target="t")
+    cur = con.execute(f"SELECT * FROM {table}")
+    cols = [d[0] for d in cur.description]
+    scan_values(report, "disk_sqlite", [(f"t:{table}:row{n}:{c}", v) for n, row in enumerate(cur)
+                                        for c, v in zip(cols, row, strict=True) if isinstance(v, (str, bytes))], m)
+    return report
+
+
 @pytest.mark.parametrize("many", [False, True])
 @pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le"])
-def test_a_table_proven_to_hold_nothing_holds_nothing(tmp_path, many, encoding):
-    """:func:`holds_nothing` (all of a table's texts at once, joined by SQLite) says so
-    only of tables whose rows, read one by one, show no copy; ``scan_table`` with it
-    first records what it records without it, for copies only decoding, a control byte,
-    folding or a second column show, in blobs and behind NULs; and it does say so of
-    plain text and of JSON with harmless escapes."""
+def test_the_rows_a_table_scan_passes_over_record_nothing(tmp_path, monkeypatch, many, encoding):
+    """``scan_table`` (its rows' texts matched joined, only the rows that may record read)
+    records what reading every row records, for copies only decoding, a control byte,
+    folding or a second column show, in blobs and behind NULs; and it names no row of
+    the tables of plain text and of JSON with harmless escapes, in either encoding."""
     import sqlite3
 
-    from memkit.residue.values import holds_nothing, scan_table
+    from memkit.residue import values
+    from memkit.residue.values import scan_table
 
     db = tmp_path / "t.db"
     cases = _tables(db, encoding)
@@ -162,20 +173,22 @@ def test_a_table_proven_to_hold_nothing_holds_nothing(tmp_path, many, encoding):
     assert con.execute("PRAGMA encoding").fetchone()[0] == encoding.upper().replace("LE", "le")
     for m in ([MultiMatcher(SECRETS)] if many else [matcher(s) for s in SECRETS]):
         for table in cases:
-            rows, first = ResidueReport(target="t"), ResidueReport(target="t")
-            scan_table(con, rows, "disk_sqlite", table, "t:", m)
-            scan_table(con, first, "disk_sqlite", table, "t:", m, whole_first=True)
-            assert first.to_dict() == rows.to_dict(), table
-            if holds_nothing(con, table, ["id", "body", "extra"], m):
-                assert rows.total == 0, table
+            got = ResidueReport(target="t")
+            scan_table(con, got, "disk_sqlite", table, "t:", m)
+            assert got.to_dict() == _every_row(con, table, m).to_dict(), table
     many_m = MultiMatcher(SECRETS)
     for table in ["escaped", "tag", "number", "control", "nul", "folding", "accented", "fullwidth", "blob", "second_column",
                   "verbatim", "docs"]:
-        found = ResidueReport(target="t")
-        scan_table(con, found, "disk_sqlite", table, "t:", many_m)
-        assert found.total >= 1, table  # each case is one: its rows show a copy
-    proven = {t for t in cases if holds_nothing(con, t, ["id", "body", "extra"], many_m)}
-    assert proven == ({"plain", "jsonish", "empty", "numbers", "blank"} if encoding == "UTF-8" else set())
+        assert _every_row(con, table, many_m).total >= 1, table  # each case is one: its rows show a copy
+    read: list[str] = []
+    monkeypatch.setattr(values, "scan_values", lambda report, surface, items, m: read.extend(loc for loc, _ in items))
+    clean = set()
+    for table in cases:
+        read.clear()
+        scan_table(con, ResidueReport(target="t"), "disk_sqlite", table, "t:", many_m)
+        if not read:
+            clean.add(table)
+    assert clean == {"plain", "jsonish", "empty", "numbers", "blank"}
 
 
 @pytest.mark.parametrize("mode", ["delete", "wal"])
@@ -236,11 +249,10 @@ def test_rows_read_before_an_error_are_recorded():
     con.execute("CREATE TABLE t (a)")
     con.execute("INSERT INTO t VALUES ('XQ7-VIOLET-3829')")
     con.execute("INSERT INTO t VALUES (CAST(x'ff' AS TEXT))")
-    for whole_first in (False, True):
-        report = ResidueReport(target="t")
-        with pytest.raises(sqlite3.OperationalError):
-            scan_table(con, report, "disk_sqlite", "t", "db:", matcher(SECRETS[0]), whole_first=whole_first)
-        assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:t:row0:a"]
+    report = ResidueReport(target="t")
+    with pytest.raises(sqlite3.OperationalError):
+        scan_table(con, report, "disk_sqlite", "t", "db:", matcher(SECRETS[0]))
+    assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:t:row0:a"]
 
 
 @pytest.mark.parametrize("skip", [frozenset(), frozenset({"value"})])
@@ -267,10 +279,9 @@ def test_an_index_that_disagrees_with_its_table_is_not_read_for_it(tmp_path, ski
     con.commit()
     con.close()
     con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
-    for whole_first in (False, True):
-        report = ResidueReport(target="t")
-        scan_table(con, report, "disk_sqlite", "writes", "db:", matcher(SECRETS[0]), skip, whole_first=whole_first)
-        assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:writes:row1:thread_id"]
+    report = ResidueReport(target="t")
+    scan_table(con, report, "disk_sqlite", "writes", "db:", matcher(SECRETS[0]), skip)
+    assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:writes:row1:thread_id"]
 
 
 def test_a_journal_that_is_no_file_is_not_copied(tmp_path):
@@ -344,3 +355,92 @@ def test_a_snippet_reads_the_copies_near_it_as_it_reads_them_all(seed):
         lo, hi = max(0, s - 24), min(len(text), e + 24)
         assert render_masked(text, 0, near.near(lo, hi), lo, hi) == render_masked(text, 0, spans, lo, hi)
     assert render_masked(text, 0, SpanIndex([]).near(0, 50), 0, 50) == text[:50].replace("\n", " ")
+
+
+_TEXT_PIECES = ["XQ7", "VIOLET", "3829", "-", " ", "violet", "\uff36", "\u00e9", "\u0301", "\u00df", "<b>", "<!--",
+                "\\u00e9", "\\u0041", "\\ud835\\udc15", "\\n", "\\\\", "1e5", "1.5", "NaN", "\x01", "\x00", '{"a": "',
+                '"}', "[", "caf\u00e9", "word", "\u24cb"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_table_scan_names_every_text_its_reading_would_match_or_decode(seed):
+    """``_may_record`` (over texts joined, as a table scan batches them) names every text
+    that :func:`scan_values` would match (``may_hold``) or decode as JSON (not proven by
+    :func:`decoding_adds_nothing`), whatever its neighbours: ASCII or not, with breakers
+    and NULs; among plain ASCII texts, only those."""
+    from memkit.residue.values import _may_record
+    from memkit.scan.json_escapes import decoding_adds_nothing
+    from memkit.scan.multi import may_hold
+
+    rng = random.Random(40 + seed)
+    for m in (matcher(SECRETS[0]), MultiMatcher(SECRETS)):
+        for _ in range(150):
+            texts = ["".join(rng.choice(_TEXT_PIECES) for _ in range(rng.randrange(0, 9))) for _ in range(rng.randrange(1, 8))]
+            may = may_hold(m, texts)
+            needs = {t for t, text in enumerate(texts) if may[t] or (text[:1] in '[{"' and not decoding_adds_nothing([text])[0])}
+            named = set(_may_record(b"\0".join(t.encode() for t in texts), len(texts), m))
+            assert needs <= named, texts
+            if all(t.isascii() and "\0" not in t and not any(0 < ord(c) < 32 and c not in "\t\n\r\x0b\x0c\x1b"
+                                                               or c == "\x7f" for c in t) for t in texts):
+                # plain ASCII: named only for a copy or a rule of the JSON proof
+                assert named <= {t for t in range(len(texts)) if may[t] or not decoding_adds_nothing([texts[t]])[0]}
+
+
+def test_a_table_read_in_batches_by_rowid_labels_each_row_as_a_scan_reads_it(tmp_path, monkeypatch):
+    """Rows joined by SQLite a batch at a time (several batches here), rowids out of
+    insertion order and negative, copies in later batches, in blobs, in nearly every row
+    of a batch (one range query) and in few (one query per row), tables WITHOUT ROWID and
+    with every rowid name taken by a column (read row by row), and FTS5: each records what
+    reading every row records, labelled with the row's place in a scan."""
+    import sqlite3
+
+    from memkit.residue import values
+    from memkit.residue.values import scan_table
+
+    monkeypatch.setattr(values, "_ROWS_FIRST", 7)
+    monkeypatch.setattr(values, "_BATCH_BYTES", 2000)
+    rng = random.Random(5)
+    db = tmp_path / "b.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE shuffled (id INTEGER PRIMARY KEY, body, extra)")
+    ids = rng.sample(range(-500, 500), 300)
+    for k, i in enumerate(ids):
+        body = "XQ7-VIOLET-3829" if k % 37 == 5 else "plain words " * rng.randrange(1, 30)
+        extra = b"XQ7-VIOLET-3829" if k == 201 else (None if k % 3 else k * 1.5)
+        con.execute("INSERT INTO shuffled VALUES (?, ?, ?)", (i, body, extra))
+    con.execute("CREATE TABLE dense (body)")
+    con.executemany("INSERT INTO dense VALUES (?)", [(f"{k} XQ7-VIOLET-3829 {k}",) for k in range(60)])
+    con.execute("CREATE TABLE noid (k TEXT PRIMARY KEY, body) WITHOUT ROWID")
+    con.executemany("INSERT INTO noid VALUES (?, ?)", [(f"k{k:03d}", "XQ7 VIOLET 3829" if k == 40 else "x")
+                                                       for k in range(80)])
+    con.execute('CREATE TABLE shadow (rowid, "_ROWID_", oid, body)')
+    con.executemany("INSERT INTO shadow VALUES (?, ?, ?, ?)", [(1, 2, 3, "XQ7-VIOLET-3829"), (4, 5, 6, "y")])
+    con.execute('CREATE TABLE half (rowid TEXT, body)')
+    con.executemany("INSERT INTO half VALUES (?, ?)", [("XQ7-VIOLET-3829", "a"), ("b", "XQ7-VIOLET-3829")])
+    con.execute("CREATE VIRTUAL TABLE notes USING fts5(body)")
+    con.executemany("INSERT INTO notes VALUES (?)", [("x",)] * 20 + [("XQ7-VIOLET-3829",)])
+    con.commit()
+    m = MultiMatcher(SECRETS)
+    for table in ["shuffled", "dense", "noid", "shadow", "half", "notes"]:
+        got = ResidueReport(target="t")
+        scan_table(con, got, "disk_sqlite", table, "t:", m)
+        want = _every_row(con, table, m)
+        assert want.total >= 1, table
+        assert got.to_dict() == want.to_dict(), table
+
+
+def test_a_text_that_is_not_utf8_in_a_later_batch_stops_the_table_after_the_rows_before_it(monkeypatch):
+    import sqlite3
+
+    from memkit.residue import values
+    from memkit.residue.values import scan_table
+
+    monkeypatch.setattr(values, "_ROWS_FIRST", 4)
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (a, b)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [("x", "XQ7-VIOLET-3829" if k in (3, 9) else "y") for k in range(12)])
+    con.execute("UPDATE t SET a = CAST(x'ff41' AS TEXT) WHERE rowid = 11")
+    report = ResidueReport(target="t")
+    with pytest.raises(sqlite3.OperationalError):
+        scan_table(con, report, "disk_sqlite", "t", "db:", matcher(SECRETS[0]))
+    assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:t:row3:b", "db:t:row9:b"]

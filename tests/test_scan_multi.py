@@ -110,24 +110,3 @@ def test_texts_read_together_are_named_as_each_alone():
 
 _PARTS = ["XQ7", "-", "VIOLET", "3829", " ", "\x00", "\x01", "\x1b", "<", ">", "\u00df", "Gie", "en-Ost", "ss",
           "caf", "\u00e9", "e\u0301", "-42", "\\u00e9", "\\", '"', "{", "1e5", "AMP", "&amp;", "7", "x", "word"]
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_none_may_hold_says_no_only_where_may_hold_says_no_to_each(seed):
-    """:func:`none_may_hold` over texts joined by NUL is ``True`` only where
-    :func:`may_hold` is ``False`` for every text (NULs, control bytes, folding and
-    combining characters inside them included), and is ``True`` wherever the texts are
-    plain ASCII that :func:`may_hold` clears."""
-    from memkit.scan.multi import none_may_hold
-
-    rng = random.Random(seed)
-    for m in (MultiMatcher(SECRETS), matcher(SECRETS[0]), matcher(SECRETS[2])):
-        for _ in range(150):
-            texts = ["".join(rng.choice(_PARTS) for _ in range(rng.randrange(0, 12))) for _ in range(rng.randrange(0, 6))]
-            joined = "\0".join(texts).encode("utf-8", "surrogatepass")
-            cleared = not any(may_hold(m, texts))
-            if none_may_hold(m, joined, len(texts)):
-                assert cleared, texts
-            plain = all(t.isascii() and not _holds_breaker(t.encode()) and "\0" not in t for t in texts)
-            if cleared and plain:
-                assert none_may_hold(m, joined, len(texts)), texts

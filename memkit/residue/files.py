@@ -56,9 +56,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck")
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 _JSON_DECODE_MAX = 64 << 20
-_WHOLE_BYTES = 64 << 20
-"""A database (with its journals) up to this size whose raw bytes show no copy has each
-table's texts joined by SQLite to prove they hold none (memory: about twice this)."""
 _DECODERS = ["utf-8", *(codec for codec, _ in WIDE_ENCODINGS)]
 
 
@@ -339,7 +336,7 @@ class Scanner:
         cov.bytes_read = len(data)
         cov.decoders += _DECODERS
         if kind == "sqlite":
-            self._sqlite(data, label, family, cov, path, expect_none=not found)
+            self._sqlite(data, label, family, cov, path)
         elif kind == "json" and not found:
             self._json(data, label, cov)
         box = self.box(data, label, kind)
@@ -433,11 +430,8 @@ class Scanner:
             for where, text in strings_in(doc, f":<json>{'' if len(docs) == 1 else f'[{n}]'}")], self.m)
 
     def _sqlite(self, data: Any, label: str, family: Family, cov: FileCoverage,
-                path: Path | None, expect_none: bool = False) -> None:
-        """Rows of every table and full-text index entries (module doc); with
-        ``expect_none`` (its raw bytes showed no copy), each table of a database of up to
-        :data:`_WHOLE_BYTES` (with its journals) is first proven to hold nothing
-        (:func:`memkit.residue.values.holds_nothing`), and read row by row where it is not."""
+                path: Path | None) -> None:
+        """Rows of every table and full-text index entries (module doc)."""
         if label in self.skip_sql:
             return
         from memkit.residue.values import copy_sqlite
@@ -445,7 +439,7 @@ class Scanner:
         with contextlib.ExitStack() as stack:
             if path is not None and not any(side.is_file() for _, side in journal_paths(path)):
                 # no journal to apply: read in place, read-only, no lock taken, nothing written
-                target, uri, size = path.absolute().as_uri() + "?mode=ro&immutable=1", True, len(data)
+                target, uri = path.absolute().as_uri() + "?mode=ro&immutable=1", True
             else:  # a copy, which SQLite may recover or checkpoint as it opens it
                 tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memkit-residue-")))
                 if path is not None:
@@ -457,21 +451,20 @@ class Scanner:
                 else:
                     copy = tmp / "member.sqlite"
                     copy.write_bytes(bytes(data))
-                target, uri, size = str(copy), False, sum(f.stat().st_size for f in tmp.iterdir())
+                target, uri = str(copy), False
             try:
                 con = sqlite3.connect(target, uri=uri)
             except sqlite3.Error as exc:
                 cov.left.append(f"SQLite database cannot be opened ({exc})")
                 return
             try:
-                self._sqlite_rows(con, label, family, cov, expect_none and size <= _WHOLE_BYTES)
+                self._sqlite_rows(con, label, family, cov)
             except sqlite3.Error as exc:
                 cov.left.append(f"SQLite database cannot be read ({exc})")
             finally:
                 con.close()
 
-    def _sqlite_rows(self, con: sqlite3.Connection, label: str, family: Family,
-                     cov: FileCoverage, whole_first: bool = False) -> None:
+    def _sqlite_rows(self, con: sqlite3.Connection, label: str, family: Family, cov: FileCoverage) -> None:
         from memkit.residue.report import Hit, mask_text
         from memkit.residue.values import scan_table
 
@@ -486,7 +479,7 @@ class Scanner:
             surface = family.fulltext if t in shadows or t in fts else family.rows
             skip = CHECKPOINT_BLOBS.get(t, frozenset()) if checkpoints else frozenset()
             try:
-                scan_table(con, report, surface, t, f"{name}:", m, skip, whole_first=whole_first)
+                scan_table(con, report, surface, t, f"{name}:", m, skip)
             except sqlite3.Error as exc:
                 cov.left.append(f"table {t} cannot be read ({exc})")
         cov.decoders.append("sqlite")

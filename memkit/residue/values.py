@@ -31,7 +31,7 @@ from memkit.residue.report import (
 from memkit.scan.matching import SecretMatcher, scalar_text
 
 __all__ = ["JOURNAL_SUFFIXES", "copy_sqlite", "is_sqlite", "json_strings", "printable", "quote_identifier",
-           "holds_nothing", "journal_paths", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values", "strings_in"]
+           "journal_paths", "scan_buffer", "scan_table", "scan_text", "scan_value", "scan_values", "strings_in"]
 
 _WINDOW = 24
 """Characters of context kept on each side of a copy (masked)."""
@@ -232,68 +232,222 @@ def quote_identifier(name: str) -> str:
 
 def scan_table(
     con: sqlite3.Connection, report: ResidueReport, surface: str, table: str, prefix: str,
-    m: SecretMatcher, skip: frozenset[str] = frozenset(), *, whole_first: bool = False,
+    m: SecretMatcher, skip: frozenset[str] = frozenset(),
 ) -> None:
     """Match every text/blob value of ``table`` (but the columns in ``skip``, read
-    elsewhere), as :func:`scan_values` reads them. With ``whole_first`` (the caller
-    expects no copy: its raw bytes showed none) and nothing to skip, first ask
-    :func:`holds_nothing`, and read no row where it says so.
+    elsewhere), as :func:`scan_values` reads them: the same hits in the same order.
+
+    The table is read from itself (``NOT INDEXED``), a batch of rows at a time, its texts
+    as SQLite stores them (UTF-8, no string built); one engine pass and one pass of the
+    JSON proof over a batch's texts joined name the rows that may record something
+    (:func:`_may_record`), and only those rows are read as :func:`scan_values` reads
+    them. A table with a rowid in a UTF-8 database has each column's texts joined by
+    SQLite, batch by batch in rowid order (the order a scan reads it), and its named rows
+    fetched by rowid; any other is fetched row by row.
 
     Raises:
-        sqlite3.Error: the table cannot be read (rows read before it are recorded).
+        sqlite3.Error: the table cannot be read, or a text in it is not UTF-8 (the rows
+            before it are recorded).
     """
-    cur = con.execute(f"SELECT * FROM {quote_identifier(table)} NOT INDEXED")  # the table's rows, not an index's
-    cols = [d[0] for d in cur.description]
-    if whole_first and not skip and holds_nothing(con, table, cols, m):
-        return
-    batch: list[tuple[str, Any]] = []
-    size = 0
+    q = quote_identifier(table)
+    cols = [d[0] for d in con.execute(f"SELECT * FROM {q} NOT INDEXED LIMIT 0").description]
+    read = [k for k, c in enumerate(cols) if c not in skip]
+    where = f"{prefix}{table}"
+    names = {c.lower() for c in cols}
+    rid = next((r for r in ("rowid", "_rowid_", "oid") if r not in names), None)
+    if rid is not None and con.execute("PRAGMA encoding").fetchone()[0] == "UTF-8":
+        try:
+            con.execute(f"SELECT {rid} FROM {q} NOT INDEXED LIMIT 0")
+        except sqlite3.OperationalError:  # WITHOUT ROWID
+            rid = None
+        else:
+            _scan_by_rowid(con, report, surface, where, q, cols, read, rid, m)
+            return
+    _scan_fetched(con, report, surface, where, q, read, m)
+
+
+_ROWS_FIRST = 256
+"""Rows in the first batch :func:`_scan_by_rowid` joins; later ones hold about
+:data:`_BATCH_BYTES` of text at the rows' mean size so far."""
+
+
+def _scan_by_rowid(con: sqlite3.Connection, report: ResidueReport, surface: str, where: str, q: str,
+                   cols: list[str], read: list[int], rid: str, m: Any) -> None:
+    """:func:`scan_table` of a table with a rowid (``rid``: a name for it no column
+    has) in a UTF-8 database: per batch, one aggregate query joins each column's texts
+    (an empty text for any other value, so text ``k`` of every column is row ``k``) and
+    lists the rowids; rows named by :func:`_may_record`, or holding a blob, are fetched
+    by rowid as Python's sqlite3 gives them."""
+    alias = "r"
+    while alias.lower() in {c.lower() for c in cols}:
+        alias += "_"
+    quoted = [quote_identifier(c) for c in cols]
+    joins = [f"CAST(group_concat(CASE WHEN typeof({c}) = 'text' THEN {c} ELSE '' END, char(0)) AS BLOB)"
+             for c in quoted]
+    blob = " OR ".join(f"typeof({quoted[k]}) = 'blob'" for k in read) or "0"
+    inner = f"SELECT {rid} AS {alias}, * FROM {q} NOT INDEXED"
+    first, last, base, per, seen = True, 0, 0, _ROWS_FIRST, 0
+    while True:
+        batch = f"({inner}{'' if first else f' WHERE {rid} > ?'} ORDER BY {rid} LIMIT ?)"
+        args = (per,) if first else (last, per)
+        row = con.execute(f"SELECT count(*), max({alias}), group_concat(CASE WHEN {blob} THEN {alias} END), "
+                          f"{', '.join(joins)} FROM {batch}", args).fetchone()
+        count = row[0]
+        if not count:
+            return
+        named: set[int] = set()
+        bad: int | None = None  # the first row, in a scan's order, holding a text that is not UTF-8
+        for k, joined in enumerate(row[3:]):
+            joined = joined or b""
+            if len(joined) == count - 1:  # no text in this column (an empty text records nothing)
+                continue
+            if not joined.isascii():
+                try:
+                    joined.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    at = joined.count(0, 0, exc.start)
+                    bad = at if bad is None else min(bad, at)
+            if k in read:
+                named.update(_may_record(joined, count, m))
+        # text k of each column is the batch's k-th row by rowid, the order it feeds the aggregates in
+        rowids = [int(x) for x in con.execute(
+            f"SELECT group_concat({alias}) FROM (SELECT {rid} AS {alias} FROM {q} NOT INDEXED"
+            f"{'' if first else f' WHERE {rid} > ?'} ORDER BY {rid} LIMIT ?)", args).fetchone()[0].split(",")] \
+            if named or row[2] or bad is not None else []
+        if row[2]:
+            blobs = {int(x) for x in row[2].split(",")}
+            named.update(k for k, x in enumerate(rowids) if x in blobs)
+        if bad is not None:
+            bad = rowids[bad]
+        chosen = sorted(rowids[r] for r in named if bad is None or rowids[r] < bad)
+        fetched: dict[int, tuple[Any, ...]] = {}
+        if len(chosen) > count // 8:  # most of the batch: one range query
+            for values in con.execute(f"SELECT {rid}, * FROM {q} NOT INDEXED WHERE {rid} >= ? AND {rid} <= ? "
+                                      f"ORDER BY {rid}", (chosen[0], chosen[-1])):  # rows before any bad one
+                fetched[values[0]] = values[1:]
+        else:
+            for x in chosen:
+                fetched[x] = con.execute(f"SELECT * FROM {q} NOT INDEXED WHERE {rid} = ?", (x,)).fetchone()
+        n_of = {x: base + i for i, x in enumerate(rowids)}
+        items: list[tuple[str, Any]] = []
+        for x in chosen:
+            values = fetched[x]
+            items += [(f"{where}:row{n_of[x]}:{cols[k]}", values[k]) for k in read
+                      if isinstance(values[k], (str, bytes))]
+        for start in range(0, len(items), 256):  # bounded batches, as a table's rows are matched
+            scan_values(report, surface, items[start:start + 256], m)
+        if bad is not None:
+            raise sqlite3.OperationalError(f"Could not decode to UTF-8 a text of row {n_of[bad]}")
+        first, last, base = False, row[1], base + count
+        seen += sum(len(j or b"") for j in row[3:])
+        per = max(1, min(1 << 16, _BATCH_BYTES * base // max(seen, 1)))
+
+
+def _scan_fetched(con: sqlite3.Connection, report: ResidueReport, surface: str, where: str, q: str,
+                  read: list[int], m: Any) -> None:
+    """:func:`scan_table` of any table, row by row: texts fetched as UTF-8 bytes
+    (:class:`_StoredText`), a batch of about :data:`_BATCH_BYTES` at a time."""
+    factory = con.text_factory
+    con.text_factory = _StoredText
+    rows: list[tuple[int, tuple[Any, ...]]] = []
+    size, cols = 0, []
     try:
+        cur = con.execute(f"SELECT * FROM {q} NOT INDEXED")
+        cols = [d[0] for d in cur.description]
         for n, row in enumerate(cur):
-            for col, value in zip(cols, row, strict=True):
-                if isinstance(value, (str, bytes)) and col not in skip:
-                    batch.append((f"{prefix}{table}:row{n}:{col}", value))
-                    size += len(value)
+            for k, v in enumerate(row):  # a text Python cannot decode stops the table, as a str row would
+                if isinstance(v, _StoredText) and not v.isascii():
+                    try:
+                        v.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise sqlite3.OperationalError(
+                            f"Could not decode to UTF-8 column '{cols[k]}' with text {bytes(v[:40])!r}") from exc
+            rows.append((n, row))
+            size += sum(len(row[k]) for k in read if isinstance(row[k], bytes))
             if size >= _BATCH_BYTES:
-                scan_values(report, surface, batch, m)
-                batch, size = [], 0
+                _scan_rows(report, surface, where, cols, read, rows, m)
+                rows, size = [], 0
     except sqlite3.Error:  # the rows read before it are recorded too
-        scan_values(report, surface, batch, m)
+        _scan_rows(report, surface, where, cols, read, rows, m)
         raise
-    scan_values(report, surface, batch, m)
+    finally:
+        con.text_factory = factory
+    _scan_rows(report, surface, where, cols, read, rows, m)
 
 
-def holds_nothing(con: sqlite3.Connection, table: str, cols: Sequence[str], m: Any) -> bool:
-    """Whether :func:`scan_table` would record nothing from columns ``cols`` of
-    ``table``, proven from all their values at once: each column's texts joined by
-    SQLite (``group_concat`` over the table's own rows, as :func:`scan_table` reads
-    them, never an index; no row read into Python) are held by no copy
-    (:func:`memkit.scan.multi.none_may_hold`), and decoding them as JSON adds nothing
-    (:func:`memkit.scan.json_escapes.decoding_adds_nothing_joined`): so
-    :func:`scan_values` finds no span and decodes nothing. ``False`` (read the rows)
-    where any column holds a blob, the database is not UTF-8, or SQLite fails (the rows
-    then show what they can)."""
-    from memkit.scan.json_escapes import decoding_adds_nothing_joined
-    from memkit.scan.multi import none_may_hold
+class _StoredText(bytes):
+    """A text value as SQLite gives it (UTF-8), told from a blob (plain :class:`bytes`)."""
 
-    if not cols:
-        return True
-    aggregates = []
-    for col in cols:
-        c = quote_identifier(col)
-        aggregates += [f"CAST(group_concat(CASE WHEN typeof({c}) = 'text' THEN {c} END, char(0)) AS BLOB)",
-                       f"total(typeof({c}) = 'text')", f"total(typeof({c}) = 'blob')"]
-    try:
-        if con.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
-            return False
-        row = con.execute(f"SELECT {', '.join(aggregates)} FROM {quote_identifier(table)} NOT INDEXED").fetchone()
-    except sqlite3.Error:
-        return False
-    for k in range(0, len(row), 3):
-        joined, texts, blobs = row[k] or b"", int(row[k + 1]), row[k + 2]
-        if blobs or not (none_may_hold(m, joined, texts) and decoding_adds_nothing_joined(joined)):
-            return False
-    return True
+    __slots__ = ()
+
+
+def _scan_rows(report: ResidueReport, surface: str, where: str, cols: list[str], read: list[int],
+               rows: list[tuple[int, tuple[Any, ...]]], m: Any) -> None:
+    """:func:`scan_values` of the values in columns ``read`` of those of ``rows``
+    (``(ordinal, values)``, texts as :class:`_StoredText`) that :func:`_may_record`
+    names, labelled ``{where}:row{n}:{column}``."""
+    texts: list[bytes] = []
+    owner: list[int] = []
+    blobs: set[int] = set()
+    for r, (_n, row) in enumerate(rows):
+        for k in read:
+            v = row[k]
+            if isinstance(v, _StoredText):
+                texts.append(v)
+                owner.append(r)
+            elif isinstance(v, bytes):
+                blobs.add(r)
+    items: list[tuple[str, Any]] = []
+    for r in sorted(blobs | {owner[t] for t in _may_record(b"\0".join(texts), len(texts), m)}):
+        n, row = rows[r]
+        for k in read:
+            v = row[k]
+            if isinstance(v, _StoredText):
+                items.append((f"{where}:row{n}:{cols[k]}", v.decode("utf-8")))
+            elif isinstance(v, bytes):
+                items.append((f"{where}:row{n}:{cols[k]}", bytes(v)))
+    if items:
+        scan_values(report, surface, items, m)
+
+
+def _may_record(joined: bytes, count: int, m: Any) -> list[int]:
+    """Which of ``count`` texts, given as their UTF-8 joined by NUL bytes (``joined``),
+    :func:`scan_values` may record a hit for, a superset: every other one provably
+    records nothing. Where no text holds a NUL or a byte
+    :func:`memkit.scan.multi.text_bytes` rewrites, ``joined`` is what
+    :func:`memkit.scan.multi.may_hold` matches; then a text records nothing when no copy
+    the engine finds starts in it, it holds no character that folds to several (the
+    only texts ``may_hold`` reads again, folded), and it is not decoded as JSON or its
+    decoding provably adds nothing (:mod:`memkit.scan.json_escapes`: an ASCII text no
+    rule leaves unproven). Where the joined bytes break those conditions, every text is
+    named."""
+    import bisect
+
+    import numpy as np
+
+    from memkit.scan.engine import single_engine
+    from memkit.scan.json_escapes import _unproven
+    from memkit.scan.multi import MultiMatcher, _folding, _holds_breaker
+
+    if not count:
+        return []
+    engine = m.engine if isinstance(m, MultiMatcher) else single_engine(m.secret)
+    nuls = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 0)
+    if engine is None or len(nuls) != count - 1 or _holds_breaker(joined):
+        return list(range(count))
+    starts = [0, *(nuls + 1).tolist()]
+    named: set[int] = set()
+    for spans in engine.scan_bytes(joined).values():
+        named.update(bisect.bisect_right(starts, s) - 1 for s, _e, _k in spans)
+    if not joined.isascii():
+        _folding()[0].scan(joined, match_event_handler=lambda i, a, b, f, c: named.add(
+            bisect.bisect_right(starts, b - 1) - 1))
+        ends = [*(nuls).tolist(), len(joined)]
+        named.update(t for t in range(count) if joined[starts[t]:starts[t] + 1] in (b"[", b"{", b'"')
+                     and not joined[starts[t]:ends[t]].isascii())
+    # the proof's pass: offsets in b"\0" + joined, one inside each text it leaves unproven
+    named.update(bisect.bisect_right(starts, to - 2) - 1 for to in _unproven(b"\0" + joined))
+    return sorted(named)
 
 
 def json_strings(obj: Any) -> list[str]:

@@ -25,7 +25,7 @@ from memkit.scan.engine import ScanEngine, single_engine
 from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
 from memkit.scan.spellings import SEP_PATTERNS_BYTES
 
-__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold", "none_may_hold", "text_bytes"]
+__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold", "text_bytes"]
 
 _BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in BREAKERS_AS_SPACES else c for c in range(256))
 """:data:`BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
@@ -218,21 +218,6 @@ def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
     if folding:
         scan(folding, *_joined([texts[i].translate(fold) for i in folding]), False)
     return out
-
-
-def none_may_hold(m: Any, joined: bytes, count: int) -> bool:
-    """Whether :func:`may_hold` says no to each of ``count`` texts, given as their UTF-8
-    joined by NUL bytes (``joined``, as :func:`_joined` writes them): ``True`` only where
-    that is proven in one engine pass with no per-text work (the texts are ASCII, so none
-    holds a character that folds to several; no text holds a NUL or a byte
-    :func:`text_bytes` rewrites, so ``joined`` is what :func:`_joined` returns), and the
-    engine finds nothing; ``False`` otherwise (read them one by one)."""
-    engine = m.engine if isinstance(m, MultiMatcher) else single_engine(m.secret)
-    if engine is None or not joined.isascii() or _holds_breaker(joined):
-        return False
-    if np.count_nonzero(np.frombuffer(joined, dtype=np.uint8) == 0) != max(count - 1, 0):
-        return False
-    return not engine.scan_bytes(joined)
 
 
 _BREAKER_SET = bytes(sorted(BREAKERS_AS_SPACES))
