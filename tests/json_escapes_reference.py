@@ -38,7 +38,7 @@ def _database() -> Any:
 
 
 def unproven_texts(texts: list[bytes]) -> list[bool]:
-    """For each text (ASCII bytes, no NUL): whether a rule leaves it unproven."""
+    """For each text (UTF-8 bytes, no NUL): whether a rule leaves it unproven."""
     data = b"\0" + b"\0".join(texts)
     starts = [1]
     for t in texts:
@@ -46,7 +46,7 @@ def unproven_texts(texts: list[bytes]) -> list[bool]:
     out = [False] * len(texts)
 
     def seen(kind: int, _frm: int, to: int, _flags: int, _ctx: Any) -> None:
-        if kind == 0 or not harmless(data[to - 5:to + 1].decode("ascii")):
+        if kind == 0 or not harmless(data[to - 5:to + 1].decode("utf-8", "replace")):
             out[bisect.bisect_right(starts, to - 1) - 1] = True
 
     if texts:

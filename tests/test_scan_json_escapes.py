@@ -179,19 +179,21 @@ _RULE_PIECES = [
     "\\uffef", "\\ufff0", "\\u12", "\\u123", "\\u123g", "\\x41", "<", ">", "<b", "<b>", "</b>", "<!--", "<!-", "-->",
     "NaN", "Na", "Infinity", "Infinit", "1", "12", "1.5", "1.", ".5", "1e5", "1E+5", "1e-", "1e", "e5", "x1e5",
     "_1e5", "a", "Z", "N", "I", " ", '"', "{", "}", ":", ",", "[", "]", "0x1f", "caf", "word ", "\\n1e5", "\\t2.5",
+    "\u00e9", "\u20141e5", "\u00df",
 ]
 
 
 def _rule_text(rng: random.Random) -> bytes:
     n = rng.choice([0, 1, 2, 3, 5, 8, 20, 60])
-    return "".join(rng.choice(_RULE_PIECES) for _ in range(n)).encode("ascii")
+    return "".join(rng.choice(_RULE_PIECES) for _ in range(n)).encode("utf-8")
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_compiled_pass_applies_the_rules_as_written(seed):
     """memkit/scan/_escapes.c against the rules as Hyperscan regexes
-    (tests/json_escapes_reference.py), on texts built from their pieces, each text alone
-    and joined with others: the same texts are left unproven."""
+    (tests/json_escapes_reference.py), on texts built from their pieces (some not ASCII),
+    joined: the same texts are left unproven, and with ``ascii`` every text that is not
+    ASCII too."""
     import json_escapes_reference as ref
 
     from memkit.scan.json_escapes import _unproven
@@ -200,15 +202,17 @@ def test_the_compiled_pass_applies_the_rules_as_written(seed):
     for _ in range(300):
         texts = [_rule_text(rng) for _ in range(rng.randrange(1, 12))]
         want = ref.unproven_texts(texts)
-        data = b"\0" + b"\0".join(texts)
-        starts = [1]
+        data = b"\0".join(texts)
+        starts = [0]
         for t in texts:
             starts.append(starts[-1] + len(t) + 1)
-        got = [False] * len(texts)
-        for to in _unproven(data):
-            got[bisect.bisect_right(starts, to - 1) - 1] = True
-        assert got == want, [t for t, g, w in zip(texts, got, want, strict=True) if g != w]
-        assert decoding_adds_nothing([t.decode() for t in texts]) == [not w for w in want]
+        for ascii in (False, True):  # with ascii, a text holding a byte above 0x7F too
+            got = [False] * len(texts)
+            for to in _unproven(data, ascii):
+                got[bisect.bisect_right(starts, to - 1) - 1] = True
+            expect = [w or (ascii and not t.isascii()) for t, w in zip(texts, want, strict=True)]
+            assert got == expect, [t for t, g, w in zip(texts, got, expect, strict=True) if g != w]
+        assert decoding_adds_nothing([t.decode() for t in texts]) == [not w and t.isascii() for t, w in zip(texts, want, strict=True)]
 
 
 def test_every_escape_is_judged_as_harmless_says():

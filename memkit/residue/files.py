@@ -412,11 +412,11 @@ class Scanner:
             self.report.notes.append(f"{label}: over {_JSON_DECODE_MAX} bytes, not decoded as "
                                      "JSON (its bytes were matched)")
             return
-        raw = bytes(data)
-        if decoding_adds_nothing_joined(raw):  # the file as one text (or several, split at NULs: the same bytes)
+        if decoding_adds_nothing_joined(data):  # the file as one text (or several, split at NULs: the same bytes)
             # nothing the raw reading (which found no copy) did not read: memkit.scan.json_escapes
             cov.decoders.append("json")
             return
+        raw = bytes(data)
         try:
             docs = [json.loads(raw)]
         except (ValueError, RecursionError):

@@ -445,8 +445,8 @@ def _may_record(joined: bytes, count: int, m: Any) -> list[int]:
         ends = [*(nuls).tolist(), len(joined)]
         named.update(t for t in range(count) if joined[starts[t]:starts[t] + 1] in (b"[", b"{", b'"')
                      and not joined[starts[t]:ends[t]].isascii())
-    # the proof's pass: offsets in b"\0" + joined, one inside each text it leaves unproven
-    named.update(bisect.bisect_right(starts, to - 2) - 1 for to in _unproven(b"\0" + joined))
+    # the proof's pass: one offset inside each text it leaves unproven (the byte after)
+    named.update(bisect.bisect_right(starts, to - 1) - 1 for to in _unproven(joined))
     return sorted(named)
 
 

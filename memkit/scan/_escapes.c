@@ -11,6 +11,7 @@
  *  - an escaped backslash ("\\");
  *  - a backslash inside a tag: after a '<', before any '<' or '>';
  *  - a comment opener ("<!--") and a backslash anywhere in the same text;
+ *  - where the caller asks (`ascii`), a byte above 0x7F: the proof needs an ASCII text;
  *  - a \uXXXX escape the caller's tables judge: `judged3` (4096 bytes, by the value of
  *    the escape's first three hex digits) names the escapes read one by one, which are
  *    unproven unless a fourth hex digit follows and `harmless4` (65536 bytes, by code
@@ -38,10 +39,11 @@
 #define HAVE_SSE2 0
 #endif
 
-#define ESCAPES_ABI 1 /* memkit/scan/json_escapes.py checks it: a stale build is reported */
+#define ESCAPES_ABI 2 /* memkit/scan/json_escapes.py checks it: a stale build is reported */
 
 typedef struct {
     const unsigned char *judged3, *harmless4, *fold4;
+    int ascii; /* a byte above 0x7F leaves its text unproven too */
 } tables;
 
 static inline int is_digit(unsigned char b) { return (unsigned)(b - '0') < 10; }
@@ -101,9 +103,10 @@ static int tag_escape(const unsigned char *a, Py_ssize_t p, Py_ssize_t e) {
 /* Whether a[p] can start a rule in a text starting at s: '\\', '<', 'N', 'I', or a
  * digit with no letter or digit before it (one after a letter starts nothing: a number
  * after an escaped whitespace is read from its backslash). */
-static inline int starts_rule(const unsigned char *a, Py_ssize_t p, Py_ssize_t s) {
+static inline int starts_rule(const unsigned char *a, Py_ssize_t p, Py_ssize_t s, int ascii) {
     unsigned char b = a[p];
-    return b == '\\' || b == '<' || b == 'N' || b == 'I' || (is_digit(b) && (p == s || !is_alnum(a[p - 1])));
+    return b == '\\' || b == '<' || b == 'N' || b == 'I' || (is_digit(b) && (p == s || !is_alnum(a[p - 1]))) ||
+           (ascii && b >= 0x80);
 }
 
 #if HAVE_SSE2
@@ -115,17 +118,17 @@ static inline __m128i in_range(__m128i x, char lo, char n) {
 
 /* Bit i: starts_rule(a, p + i, s) for the 16 bytes from p (p > s, or a byte before p
  * that is no letter or digit). */
-static inline unsigned interesting16(const unsigned char *a, Py_ssize_t p) {
+static inline unsigned interesting16(const unsigned char *a, Py_ssize_t p, int ascii) {
 #if HAVE_SSE2
     __m128i x = _mm_loadu_si128((const __m128i *)(a + p)), y = _mm_loadu_si128((const __m128i *)(a + p - 1));
     __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\\')), _mm_cmpeq_epi8(x, _mm_set1_epi8('<'))),
                              _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('N')), _mm_cmpeq_epi8(x, _mm_set1_epi8('I'))));
     __m128i before = _mm_or_si128(in_range(y, '0', 9), in_range(_mm_or_si128(y, _mm_set1_epi8(0x20)), 'a', 25));
     m = _mm_or_si128(m, _mm_andnot_si128(before, in_range(x, '0', 9)));
-    return (unsigned)_mm_movemask_epi8(m);
+    return (unsigned)_mm_movemask_epi8(m) | (ascii ? (unsigned)_mm_movemask_epi8(x) : 0u);
 #else
     unsigned r = 0;
-    for (int i = 0; i < 16; i++) r |= (unsigned)starts_rule(a, p + i, p - 1) << i;
+    for (int i = 0; i < 16; i++) r |= (unsigned)starts_rule(a, p + i, p - 1, ascii) << i;
     return r;
 #endif
 }
@@ -148,17 +151,17 @@ static int push(vec *x, int64_t a) {
 }
 
 /* The first byte of a[p:e] that can start a rule in a text starting at s, or e. */
-static inline Py_ssize_t next_start(const unsigned char *a, Py_ssize_t p, Py_ssize_t s, Py_ssize_t e) {
+static inline Py_ssize_t next_start(const unsigned char *a, Py_ssize_t p, Py_ssize_t s, Py_ssize_t e, int ascii) {
     if (p == s && p < e) { /* the text's first byte: nothing before it is read */
-        if (starts_rule(a, p, s)) return p;
+        if (starts_rule(a, p, s, ascii)) return p;
         p++;
     }
     for (; p + 16 <= e; p += 16) {
-        unsigned mask = interesting16(a, p);
+        unsigned mask = interesting16(a, p, ascii);
         if (mask) return p + __builtin_ctz(mask);
     }
     for (; p < e; p++)
-        if (starts_rule(a, p, s)) return p;
+        if (starts_rule(a, p, s, ascii)) return p;
     return e;
 }
 
@@ -166,10 +169,12 @@ static inline Py_ssize_t next_start(const unsigned char *a, Py_ssize_t p, Py_ssi
  * shows it (the byte after the one that did). */
 static int text_unproven(const unsigned char *a, Py_ssize_t s, Py_ssize_t e, const tables *t, Py_ssize_t *at) {
     int bs = 0, cm = 0; /* it holds a backslash, a comment opener */
-    for (Py_ssize_t q = next_start(a, s, s, e); q < e; q = next_start(a, q + 1, s, e)) {
+    for (Py_ssize_t q = next_start(a, s, s, e, t->ascii); q < e; q = next_start(a, q + 1, s, e, t->ascii)) {
         unsigned char b = a[q];
         int hit = 0;
-        if (b == '\\') {
+        if (b >= 0x80) {
+            hit = 1; /* only asked for with t->ascii */
+        } else if (b == '\\') {
             bs = 1;
             hit = cm || backslash_at(a, q, e, t);
             if (!hit && q + 1 < e && (a[q + 1] | 0x20) == 'u') { /* its hex digits start nothing (a letter before each) */
@@ -209,23 +214,25 @@ static int scan(const unsigned char *a, Py_ssize_t len, const tables *t, vec *ou
 }
 
 PyDoc_STRVAR(unproven_doc,
-"unproven(data, judged3, harmless4, fold4) -> bytes\n\n"
+"unproven(data, judged3, harmless4, fold4, ascii=False) -> bytes\n\n"
 "The texts of data (bytes-like, texts joined by NUL bytes) whose JSON decoding cannot be\n"
 "proven to add nothing (module comment): int64 offsets, one inside each such text (the\n"
 "byte after the one that showed it), in order. judged3: 4096 bytes, nonzero for the\n"
 "first three hex digits of a \\u escape that is judged one by one; harmless4: 65536\n"
 "bytes, nonzero for a code point whose \\u escape is harmless; fold4: 65536 bytes, nonzero\n"
-"for a code point whose escape is unproven however it is cased.");
+"for a code point whose escape is unproven however it is cased; ascii: a text holding a\n"
+"byte above 0x7F is unproven too (the proof's condition 1).");
 
 static PyObject *unproven(PyObject *self, PyObject *args) {
     Py_buffer data, j3, h4, f4;
+    int ascii = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*", &data, &j3, &h4, &f4)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*|p", &data, &j3, &h4, &f4, &ascii)) return NULL;
     PyObject *result = NULL;
     if (j3.len != 4096 || h4.len != 65536 || f4.len != 65536) {
         PyErr_SetString(PyExc_ValueError, "unproven: judged3 must be 4096 bytes, harmless4 and fold4 65536");
     } else {
-        tables t = {(const unsigned char *)j3.buf, (const unsigned char *)h4.buf, (const unsigned char *)f4.buf};
+        tables t = {(const unsigned char *)j3.buf, (const unsigned char *)h4.buf, (const unsigned char *)f4.buf, ascii};
         vec out = {NULL, 0, 0};
         int rc;
         Py_BEGIN_ALLOW_THREADS

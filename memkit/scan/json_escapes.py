@@ -57,7 +57,7 @@ import numpy as np
 
 import memkit.scan._escapes as _escapes  # the compiled pass (a module of this package)
 
-if getattr(_escapes, "ABI", None) != 1:  # pragma: no cover - a stale build of memkit/scan/_escapes.c
+if getattr(_escapes, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_escapes.c
     raise ImportError(f"memkit.scan._escapes at {_escapes.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
@@ -119,11 +119,12 @@ def _tables() -> tuple[bytes, bytes, bytes]:
     return judged3, harmless4, bytes(fold4)
 
 
-def _unproven(data: bytes) -> Iterator[int]:
-    """Where, in ASCII texts joined by NULs after one NUL (``data``), a text is left
-    unproven (module doc, conditions 2 to 4; ``memkit/scan/_escapes.c``): one offset
-    inside each such text (the byte after the one that showed it), in order."""
-    return iter(np.frombuffer(_escapes.unproven(data, *_tables()), dtype=np.int64).tolist())
+def _unproven(data: Any, ascii: bool = False) -> Iterator[int]:
+    """Where, in texts joined by NUL bytes (``data``, bytes-like), a text is left
+    unproven (module doc, conditions 2 to 4, and with ``ascii`` condition 1: a byte
+    above 0x7F; ``memkit/scan/_escapes.c``): one offset inside each such text, the byte
+    after the one that showed it, in order."""
+    return iter(np.frombuffer(_escapes.unproven(data, *_tables(), ascii), dtype=np.int64).tolist())
 
 
 def decoding_adds_nothing(texts: Sequence[str]) -> list[bool]:
@@ -135,8 +136,8 @@ def decoding_adds_nothing(texts: Sequence[str]) -> list[bool]:
     ascii_ = [i for i, ok in enumerate(out) if ok]
     if not ascii_:
         return out
-    data = ("\0" + "\0".join(texts[i] for i in ascii_)).encode("ascii")
-    starts = [1]
+    data = "\0".join(texts[i] for i in ascii_).encode("ascii")
+    starts = [0]
     for i in ascii_:
         starts.append(starts[-1] + len(texts[i]) + 1)
     for to in _unproven(data):
@@ -144,8 +145,9 @@ def decoding_adds_nothing(texts: Sequence[str]) -> list[bool]:
     return out
 
 
-def decoding_adds_nothing_joined(joined: bytes) -> bool:
+def decoding_adds_nothing_joined(joined: Any) -> bool:
     """Whether :func:`decoding_adds_nothing` says ``True`` of every one of the texts
-    whose UTF-8, joined by NUL bytes, is ``joined`` (none of which holds a NUL): the same
-    pass over the same bytes, with no per-text work."""
-    return joined.isascii() and next(_unproven(b"\0" + joined), None) is None
+    whose UTF-8, joined by NUL bytes, is ``joined`` (bytes-like, a file's map too; none
+    of the texts holds a NUL): the same pass over the same bytes, with no per-text work
+    and no copy."""
+    return next(_unproven(joined, ascii=True), None) is None
