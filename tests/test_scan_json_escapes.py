@@ -222,3 +222,16 @@ def test_every_escape_is_judged_as_harmless_says():
 
     texts = [b"\\%s%04x" % (u, cp) for u in (b"u", b"U") for cp in range(0x10000)]
     assert decoding_adds_nothing([t.decode() for t in texts]) == [not w for w in ref.unproven_texts(texts)]
+
+
+def test_the_harmless_table_is_the_rule_code_point_by_code_point():
+    """The table :func:`harmless` reads (every fold at once) against its rule applied to
+    each BMP code point alone: at or above U+0080, no surrogate, not folding to several,
+    and below U+2000, a halfwidth or fullwidth form, or folding to no letter or digit."""
+    from memkit.scan.json_escapes import _harmless_points
+    from memkit.scan.spellings import alnum_fold, spelling_tables
+
+    multi = spelling_tables()[3]
+    rule = bytes(0x80 <= cp and not 0xD800 <= cp <= 0xDFFF and chr(cp) not in multi
+                 and (cp < 0x2000 or 0xFF00 <= cp <= 0xFFEF or not alnum_fold(chr(cp))) for cp in range(0x10000))
+    assert _harmless_points() == rule

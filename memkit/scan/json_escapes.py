@@ -79,25 +79,30 @@ def harmless(escape: str) -> bool:
         return True
     if len(escape) != 6 or escape[1] != "u" or any(c not in "0123456789abcdefABCDEF" for c in escape[2:]):
         return False
-    return _harmless_points()(int(escape[2:], 16))
+    return bool(_harmless_points()[int(escape[2:], 16)])
 
 
 @lru_cache(maxsize=1)
-def _harmless_points() -> Any:
-    """``f(cp)``: whether the ``\\uXXXX`` escape of code point ``cp`` (a BMP one) is
-    :func:`harmless`: a character at or above U+0080, no surrogate, that does not fold
-    to several, and either spelled escaped by the patterns too (below U+2000, halfwidth
-    and fullwidth forms) or folding to no letter or digit."""
-    from memkit.scan.spellings import alnum_fold, spelling_tables
+def _harmless_points() -> bytes:
+    """65536 bytes, by BMP code point: whether its ``\\uXXXX`` escape is :func:`harmless`:
+    a character at or above U+0080, no surrogate, that does not fold to several, and
+    either spelled escaped by the patterns too (below U+2000, halfwidth and fullwidth
+    forms) or folding to no letter or digit (every fold at once:
+    :func:`memkit.scan.spellings.fold_each`)."""
+    from memkit.scan.spellings import fold_each, spelling_tables
 
     multi = spelling_tables()[3]
-
-    def point(cp: int) -> bool:
-        if cp < 0x80 or 0xD800 <= cp <= 0xDFFF or chr(cp) in multi:
-            return False
-        return cp < 0x2000 or 0xFF00 <= cp <= 0xFFEF or not alnum_fold(chr(cp))
-
-    return point
+    table = bytearray(65536)
+    table[0x80:0xD800] = b"\1" * (0xD800 - 0x80)
+    table[0xE000:] = b"\1" * (0x10000 - 0xE000)
+    ask = [cp for cp in range(0x2000, 0x10000) if table[cp] and not 0xFF00 <= cp <= 0xFFEF]
+    for cp, folded in zip(ask, fold_each([chr(cp) for cp in ask]), strict=True):
+        if folded.isalnum() if len(folded) == 1 else any(c.isalnum() for c in folded):
+            table[cp] = 0
+    for ch in multi:
+        if ord(ch) < 0x10000:
+            table[ord(ch)] = 0
+    return bytes(table)
 
 
 @lru_cache(maxsize=1)
@@ -106,17 +111,15 @@ def _tables() -> tuple[bytes, bytes, bytes]:
     digits of a ``\\u`` escape, whether it is judged one by one; by code point, whether
     its escape is :func:`harmless`; and whether it is a character from U+0080 below
     U+2070 that folds to several (``ß``: unproven however its escape is cased). About
-    0.1 s, once per process (built before workers fork)."""
+    30 ms, once per process (built before workers fork)."""
     from memkit.scan.spellings import spelling_tables
 
     judged3 = bytes(v << 4 < _JUDGED_BELOW or v << 4 >= _JUDGED_FROM for v in range(4096))
-    point = _harmless_points()
-    harmless4 = bytes(bool(judged3[cp >> 4]) and point(cp) for cp in range(65536))
     fold4 = bytearray(65536)
     for ch in spelling_tables()[3]:
         if _JUDGED_BELOW <= ord(ch) < _JUDGED_FROM:
             fold4[ord(ch)] = 1
-    return judged3, harmless4, bytes(fold4)
+    return judged3, _harmless_points(), bytes(fold4)
 
 
 def _unproven(data: Any, ascii: bool = False) -> Iterator[int]:

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,6 +30,14 @@ _INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 def fold(text: str) -> str:
     """NFKC, case fold, NFKC again (the fold can un-normalize)."""
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def fold_each(texts: Sequence[str]) -> list[str]:
+    """``[fold(t) for t in texts]`` in one call (none of ``texts`` may hold a NUL): joined
+    by NUL, which no normalization composes with or reorders across and which no fold
+    yields, the texts fold each as they would alone (``tests/test_scan_spellings.py`` checks
+    every code point)."""
+    return fold("\0".join(texts)).split("\0") if texts else []
 
 
 def _is_separator(ch: str) -> bool:
