@@ -71,6 +71,7 @@ from typing import Any, BinaryIO
 import hyperscan
 import numpy as np
 
+from memkit.scan.hsdb import compile_block
 from memkit.scan.matching import (
     BREAKER_BYTES,
     MAX_SEPARATOR_BYTES,
@@ -145,10 +146,9 @@ def _separators() -> bytes:
 
 
 def _database(patterns: list[bytes], flags: list[int]) -> Any:
-    """One Hyperscan block-mode database of ``patterns`` (ids: their positions)."""
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=patterns, ids=list(range(len(patterns))), elements=len(patterns), flags=flags)
-    return db
+    """One Hyperscan block-mode database of ``patterns`` (ids: their positions), compiled
+    once per machine (:func:`memkit.scan.hsdb.compile_block`)."""
+    return compile_block(patterns, flags)
 
 
 def _hx(data: bytes) -> bytes:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from memkit.scan.engine import ScanEngine, single_engine
+from memkit.scan.hsdb import compile_block
 from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
 from memkit.scan.spellings import SEP_PATTERNS_BYTES
 
@@ -179,15 +180,10 @@ class MultiMatcher:
 def _folding() -> tuple[Any, dict[int, str]]:
     """A Hyperscan database of the UTF-8 of every character that folds to several
     (``ß``, ``ﬁ``, ``㎏``), and their folds for :meth:`str.translate`."""
-    import hyperscan
-
     from memkit.scan.matching import spelling_tables
 
     multi = spelling_tables()[3]
-    chars = sorted(multi)
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=[ch.encode() for ch in chars], ids=list(range(len(chars))), elements=len(chars),
-               flags=0, literal=True)
+    db = compile_block([ch.encode() for ch in sorted(multi)], 0, literal=True)
     return db, {ord(ch): f for ch, f in multi.items()}
 
 
@@ -231,9 +227,7 @@ def _breakers() -> Any:
     import hyperscan
 
     cls = b"".join(b"\\x%02x" % c for c in _BREAKER_SET if c)
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=[b"[" + cls + b"]"], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_SINGLEMATCH])
-    return db
+    return compile_block([b"[" + cls + b"]"], [hyperscan.HS_FLAG_SINGLEMATCH])
 
 
 def _holds_breaker(data: bytes) -> bool:

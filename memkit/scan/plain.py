@@ -30,10 +30,10 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-import hyperscan
 import numpy as np
 
 import memkit.scan._letters as _letters  # the compiled pass (a module of this package)
+from memkit.scan.hsdb import compile_block
 
 if getattr(_letters, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_letters.c
     raise ImportError(f"memkit.scan._letters at {_letters.__file__} is an old build: reinstall memkit "
@@ -206,9 +206,7 @@ class PlainFinder:
 
 
 def _literal_db(lits: list[bytes]) -> Any:
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=lits, ids=list(range(len(lits))), elements=len(lits), flags=0, literal=True)
-    return db
+    return compile_block(lits, 0, literal=True)
 
 
 def _tails(arr: np.ndarray, s_top: np.ndarray, e_top: np.ndarray, ranks: np.ndarray, s_in: np.ndarray,
