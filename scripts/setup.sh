@@ -52,9 +52,9 @@ stamp="$VENV/.memkit-installed${EXTRAS:+-$EXTRAS}"
 # Only sources newer than their bytecode are compiled.
 precompile() { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -m compileall -q -j 0 memkit evaluators graphs >/dev/null || true; }
 # Install again when a file the install reads has changed since (the compiled scan
-# passes, memkit/scan/*.c, are built by `pip install -e .`).
+# passes, memkit/scan/*.c and *.h, are built by `pip install -e .`).
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt scripts/setup.sh ] \
-   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ -z "$(find memkit/scan -name '*.c' -newer "$stamp")" ] \
+   && [ "$stamp" -nt setup.py ] && [ "$stamp" -nt scripts/constraints.txt ] && [ -z "$(find memkit/scan -name '*.[ch]' -newer "$stamp")" ] \
    && { [ "$WANT_LLAMA" = 0 ] || [ "$(cat "$VENV/.memkit-llama-key" 2>/dev/null)" = "$LLAMA_KEY" ]; }; then
   precompile
   exit 0

@@ -32,6 +32,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_vec.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define HAVE_SSE2 1
@@ -133,22 +135,6 @@ static inline unsigned interesting16(const unsigned char *a, Py_ssize_t p, int a
 #endif
 }
 
-typedef struct {
-    int64_t *v;
-    Py_ssize_t n, cap;
-} vec;
-
-static int push(vec *x, int64_t a) {
-    if (x->n == x->cap) {
-        Py_ssize_t cap = x->cap ? x->cap * 2 : 64;
-        int64_t *v = (int64_t *)PyMem_RawRealloc(x->v, (size_t)cap * sizeof(int64_t));
-        if (!v) return -1;
-        x->v = v;
-        x->cap = cap;
-    }
-    x->v[x->n++] = a;
-    return 0;
-}
 
 /* The first byte of a[p:e] that can start a rule in a text starting at s, or e. */
 static inline Py_ssize_t next_start(const unsigned char *a, Py_ssize_t p, Py_ssize_t s, Py_ssize_t e, int ascii) {

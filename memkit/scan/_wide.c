@@ -38,6 +38,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_vec.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define HAVE_SSE2 1
@@ -51,22 +53,6 @@ static int best_how = 0; /* the fastest masks this CPU has (set at module init) 
 
 enum { K16LE = 0, K16BE = 1, K32LE = 2, K32BE = 3 };
 
-typedef struct {
-    int64_t *v;
-    Py_ssize_t n, cap;
-} vec;
-
-static int push(vec *x, int64_t a) {
-    if (x->n == x->cap) {
-        Py_ssize_t cap = x->cap ? x->cap * 2 : 256;
-        int64_t *v = (int64_t *)PyMem_RawRealloc(x->v, (size_t)cap * sizeof(int64_t));
-        if (!v) return -1;
-        x->v = v;
-        x->cap = cap;
-    }
-    x->v[x->n++] = a;
-    return 0;
-}
 
 typedef struct {
     unsigned char *p;
