@@ -196,7 +196,7 @@ def test_the_compiled_pass_applies_the_rules_as_written(seed):
     ASCII too."""
     import json_escapes_reference as ref
 
-    from memkit.scan.json_escapes import _unproven
+    from memkit.scan.json_escapes import unproven
 
     rng = random.Random(900 + seed)
     for _ in range(300):
@@ -208,7 +208,7 @@ def test_the_compiled_pass_applies_the_rules_as_written(seed):
             starts.append(starts[-1] + len(t) + 1)
         for ascii in (False, True):  # with ascii, a text holding a byte above 0x7F too
             got = [False] * len(texts)
-            for to in _unproven(data, ascii):
+            for to in unproven(data, ascii):
                 got[bisect.bisect_right(starts, to - 1) - 1] = True
             expect = [w or (ascii and not t.isascii()) for t, w in zip(texts, want, strict=True)]
             assert got == expect, [t for t, g, w in zip(texts, got, expect, strict=True) if g != w]

@@ -426,27 +426,26 @@ def _may_record(joined: bytes, count: int, m: Any) -> list[int]:
     import numpy as np
 
     from memkit.scan.engine import single_engine
-    from memkit.scan.json_escapes import _unproven
-    from memkit.scan.multi import MultiMatcher, _folding, _holds_breaker
+    from memkit.scan.json_escapes import unproven
+    from memkit.scan.multi import MultiMatcher, holds_breaker, texts_holding_folds
 
     if not count:
         return []
     engine = m.engine if isinstance(m, MultiMatcher) else single_engine(m.secret)
     nuls = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 0)
-    if engine is None or len(nuls) != count - 1 or _holds_breaker(joined):
+    if engine is None or len(nuls) != count - 1 or holds_breaker(joined):
         return list(range(count))
     starts = [0, *(nuls + 1).tolist()]
     named: set[int] = set()
     for spans in engine.scan_bytes(joined).values():
         named.update(bisect.bisect_right(starts, s) - 1 for s, _e, _k in spans)
     if not joined.isascii():
-        _folding()[0].scan(joined, match_event_handler=lambda i, a, b, f, c: named.add(
-            bisect.bisect_right(starts, b - 1) - 1))
+        named.update(texts_holding_folds(joined, starts))
         ends = [*(nuls).tolist(), len(joined)]
         named.update(t for t in range(count) if joined[starts[t]:starts[t] + 1] in (b"[", b"{", b'"')
                      and not joined[starts[t]:ends[t]].isascii())
     # the proof's pass: one offset inside each text it leaves unproven (the byte after)
-    named.update(bisect.bisect_right(starts, to - 1) - 1 for to in _unproven(joined))
+    named.update(bisect.bisect_right(starts, to - 1) - 1 for to in unproven(joined))
     return sorted(named)
 
 

@@ -61,7 +61,7 @@ if getattr(_escapes, "ABI", None) != 2:  # pragma: no cover - a stale build of m
     raise ImportError(f"memkit.scan._escapes at {_escapes.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
-__all__ = ["decoding_adds_nothing", "decoding_adds_nothing_joined", "harmless"]
+__all__ = ["decoding_adds_nothing", "decoding_adds_nothing_joined", "harmless", "unproven"]
 
 _JUDGED_BELOW, _JUDGED_FROM = 0x80, 0x2070
 """The ``\\uXXXX`` escapes :func:`harmless` judges one by one: ASCII (below U+0080), and
@@ -122,7 +122,7 @@ def _tables() -> tuple[bytes, bytes, bytes]:
     return judged3, _harmless_points(), bytes(fold4)
 
 
-def _unproven(data: Any, ascii: bool = False) -> Iterator[int]:
+def unproven(data: Any, ascii: bool = False) -> Iterator[int]:
     """Where, in texts joined by NUL bytes (``data``, bytes-like), a text is left
     unproven (module doc, conditions 2 to 4, and with ``ascii`` condition 1: a byte
     above 0x7F; ``memkit/scan/_escapes.c``): one offset inside each such text, the byte
@@ -143,7 +143,7 @@ def decoding_adds_nothing(texts: Sequence[str]) -> list[bool]:
     starts = [0]
     for i in ascii_:
         starts.append(starts[-1] + len(texts[i]) + 1)
-    for to in _unproven(data):
+    for to in unproven(data):
         out[ascii_[bisect.bisect_right(starts, to - 1) - 1]] = False
     return out
 
@@ -153,4 +153,4 @@ def decoding_adds_nothing_joined(joined: Any) -> bool:
     whose UTF-8, joined by NUL bytes, is ``joined`` (bytes-like, a file's map too; none
     of the texts holds a NUL): the same pass over the same bytes, with no per-text work
     and no copy."""
-    return next(_unproven(joined, ascii=True), None) is None
+    return next(unproven(joined, ascii=True), None) is None

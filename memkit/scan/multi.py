@@ -26,7 +26,7 @@ from memkit.scan.hsdb import compile_block
 from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
 from memkit.scan.spellings import SEP_PATTERNS_BYTES
 
-__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold", "text_bytes"]
+__all__ = ["MultiMatcher", "each_secret", "holds_breaker", "mask_secret", "may_hold", "text_bytes", "texts_holding_folds"]
 
 _BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in BREAKERS_AS_SPACES else c for c in range(256))
 """:data:`BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
@@ -198,22 +198,28 @@ def may_hold(m: Any, texts: Sequence[str]) -> list[bool]:
     if engine is None:
         return [True] * len(texts)
     out = [False] * len(texts)
-    db, fold = _folding()
+    fold = _folding()[1]
 
     def scan(indices: list[int], joined: bytes, starts: list[int], folds: bool) -> list[int]:
         for spans in engine.scan_bytes(joined).values():
             for s, _e, _k in spans:
                 out[indices[bisect.bisect_right(starts, s) - 1]] = True
-        if not folds:
-            return []
-        holding: set[int] = set()
-        db.scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(bisect.bisect_right(starts, b - 1) - 1))
-        return [indices[j] for j in sorted(holding)]
+        return [indices[j] for j in sorted(texts_holding_folds(joined, starts))] if folds else []
 
     folding = scan(list(range(len(texts))), *_joined(texts), True)
     if folding:
         scan(folding, *_joined([texts[i].translate(fold) for i in folding]), False)
     return out
+
+
+def texts_holding_folds(joined: bytes, starts: Sequence[int]) -> set[int]:
+    """Which of the texts joined by NUL in ``joined`` (text ``k`` from ``starts[k]``)
+    hold a character that folds to several (``ß``, ``ﬁ``, ``㎏``): the texts
+    :func:`may_hold` reads again, folded. One Hyperscan pass."""
+    holding: set[int] = set()
+    _folding()[0].scan(joined, match_event_handler=lambda i, a, b, f, c: holding.add(
+        bisect.bisect_right(starts, b - 1) - 1))
+    return holding
 
 
 _BREAKER_SET = bytes(sorted(BREAKERS_AS_SPACES))
@@ -230,7 +236,7 @@ def _breakers() -> Any:
     return compile_block([b"[" + cls + b"]"], [hyperscan.HS_FLAG_SINGLEMATCH])
 
 
-def _holds_breaker(data: bytes) -> bool:
+def holds_breaker(data: bytes) -> bool:
     """Whether ``data`` holds a byte of :data:`_BREAKER_SET` other than NUL."""
     import hyperscan
 
@@ -247,7 +253,7 @@ def _joined(texts: Sequence[str]) -> tuple[bytes, list[int]]:
     are then the only breakers), the UTF-8 of the joined text, encoded at once."""
     raw = "\0".join(texts).encode("utf-8", "surrogatepass")
     nuls = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0)
-    if len(nuls) == max(len(texts) - 1, 0) and not _holds_breaker(raw):
+    if len(nuls) == max(len(texts) - 1, 0) and not holds_breaker(raw):
         return raw, [0, *(nuls + 1).tolist()]
     forms = [text_bytes(t) for t in texts]
     starts = [0]
