@@ -429,7 +429,12 @@ def test_a_table_read_in_batches_by_rowid_labels_each_row_as_a_scan_reads_it(tmp
         assert got.to_dict() == want.to_dict(), table
 
 
-def test_a_text_that_is_not_utf8_in_a_later_batch_stops_the_table_after_the_rows_before_it(monkeypatch):
+@pytest.mark.parametrize("rowid", [True, False])
+@pytest.mark.parametrize("nul", [False, True])
+def test_a_text_that_is_not_utf8_in_a_later_batch_stops_the_table_after_the_rows_before_it(monkeypatch, rowid, nul):
+    """Rows before the first text that is not UTF-8 are recorded (texts holding NULs
+    before it in its batch too), none after; the error names the column and row, never
+    the text, which here holds the secret."""
     import sqlite3
 
     from memkit.residue import values
@@ -437,10 +442,13 @@ def test_a_text_that_is_not_utf8_in_a_later_batch_stops_the_table_after_the_rows
 
     monkeypatch.setattr(values, "_ROWS_FIRST", 4)
     con = sqlite3.connect(":memory:")
-    con.execute("CREATE TABLE t (a, b)")
-    con.executemany("INSERT INTO t VALUES (?, ?)", [("x", "XQ7-VIOLET-3829" if k in (3, 9) else "y") for k in range(12)])
-    con.execute("UPDATE t SET a = CAST(x'ff41' AS TEXT) WHERE rowid = 11")
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, a, b)" if rowid else
+                "CREATE TABLE t (k INTEGER PRIMARY KEY, a, b) WITHOUT ROWID")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(k, "x\x00y" if nul and k in (5, 8) else "x",
+                                                        "XQ7-VIOLET-3829" if k in (3, 9) else "y") for k in range(14)])
+    con.execute("UPDATE t SET a = CAST('XQ7-VIOLET-3829' || x'ff' AS TEXT) WHERE k = 11")
     report = ResidueReport(target="t")
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(sqlite3.OperationalError) as err:
         scan_table(con, report, "disk_sqlite", "t", "db:", matcher(SECRETS[0]))
     assert [h.location for hits in report.surfaces.values() for h in hits] == ["db:t:row3:b", "db:t:row9:b"]
+    assert "row 11" in str(err.value) and "'a'" in str(err.value) and "VIOLET" not in str(err.value)

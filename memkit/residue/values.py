@@ -295,73 +295,84 @@ def _scan_by_rowid(con: sqlite3.Connection, report: ResidueReport, surface: str,
         count = row[0]
         if not count:
             return
-        named: set[int] = set()
-        bad: int | None = None  # the first row, in a scan's order, holding a text that is not UTF-8
-        for k, joined in enumerate(row[3:]):
-            joined = joined or b""
-            if len(joined) == count - 1:  # no text in this column (an empty text records nothing)
-                continue
-            if not joined.isascii():
-                try:
-                    joined.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    at = joined.count(0, 0, exc.start)
-                    bad = at if bad is None else min(bad, at)
-            if k in read:
-                named.update(_may_record(joined, count, m))
-        # text k of each column is the batch's k-th row by rowid, the order it feeds the aggregates in
-        rowids = [int(x) for x in con.execute(
-            f"SELECT group_concat({alias}) FROM (SELECT {rid} AS {alias} FROM {q} NOT INDEXED"
-            f"{'' if first else f' WHERE {rid} > ?'} ORDER BY {rid} LIMIT ?)", args).fetchone()[0].split(",")] \
-            if named or row[2] or bad is not None else []
-        if row[2]:
-            blobs = {int(x) for x in row[2].split(",")}
-            named.update(k for k, x in enumerate(rowids) if x in blobs)
-        if bad is not None:
-            bad = rowids[bad]
-        chosen = sorted(rowids[r] for r in named if bad is None or rowids[r] < bad)
-        fetched: dict[int, tuple[Any, ...]] = {}
-        if len(chosen) > count // 8:  # most of the batch: one range query
-            for values in con.execute(f"SELECT {rid}, * FROM {q} NOT INDEXED WHERE {rid} >= ? AND {rid} <= ? "
-                                      f"ORDER BY {rid}", (chosen[0], chosen[-1])):  # rows before any bad one
-                fetched[values[0]] = values[1:]
+        if any(j and not j.isascii() and not _utf8(j) for j in row[3:]):
+            # a text that is not UTF-8: this batch row by row, which stops at that row, as a
+            # scan that decodes every row does, after recording the rows before it
+            _scan_fetched(con, report, surface, where, q, read, m, base=base,
+                          where_sql=f"{'' if first else f' WHERE {rid} > ?'} ORDER BY {rid} LIMIT ?", args=args)
         else:
-            for x in chosen:
-                fetched[x] = con.execute(f"SELECT * FROM {q} NOT INDEXED WHERE {rid} = ?", (x,)).fetchone()
-        n_of = {x: base + i for i, x in enumerate(rowids)}
-        items: list[tuple[str, Any]] = []
-        for x in chosen:
-            values = fetched[x]
-            items += [(f"{where}:row{n_of[x]}:{cols[k]}", values[k]) for k in read
-                      if isinstance(values[k], (str, bytes))]
-        for start in range(0, len(items), 256):  # bounded batches, as a table's rows are matched
-            scan_values(report, surface, items[start:start + 256], m)
-        if bad is not None:
-            raise sqlite3.OperationalError(f"Could not decode to UTF-8 a text of row {n_of[bad]}")
+            _scan_named(con, report, surface, where, q, cols, read, rid, alias, m, first, args, base, row)
         first, last, base = False, row[1], base + count
         seen += sum(len(j or b"") for j in row[3:])
         per = max(1, min(1 << 16, _BATCH_BYTES * base // max(seen, 1)))
 
 
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _scan_named(con: sqlite3.Connection, report: ResidueReport, surface: str, where: str, q: str,
+                cols: list[str], read: list[int], rid: str, alias: str, m: Any, first: bool,
+                args: tuple[int, ...], base: int, row: tuple[Any, ...]) -> None:
+    """One batch of :func:`_scan_by_rowid` whose texts are all UTF-8 (``row``: its
+    count, last rowid, rowids holding a blob, then each column's texts joined): the rows
+    :func:`_may_record` names, or that hold a blob, fetched by rowid and read by
+    :func:`scan_values`; the ``k``-th text of each column is the batch's ``k``-th row
+    by rowid, the order it feeds the aggregates in."""
+    count = row[0]
+    named: set[int] = set()
+    for k in read:
+        joined = row[3 + k] or b""
+        if len(joined) != count - 1:  # else no text in this column (an empty text records nothing)
+            named.update(_may_record(joined, count, m))
+    if not named and not row[2]:
+        return
+    rowids = [int(x) for x in con.execute(
+        f"SELECT group_concat({alias}) FROM (SELECT {rid} AS {alias} FROM {q} NOT INDEXED"
+        f"{'' if first else f' WHERE {rid} > ?'} ORDER BY {rid} LIMIT ?)", args).fetchone()[0].split(",")]
+    if row[2]:
+        blobs = {int(x) for x in row[2].split(",")}
+        named.update(k for k, x in enumerate(rowids) if x in blobs)
+    chosen = sorted(rowids[r] for r in named)
+    fetched: dict[int, tuple[Any, ...]] = {}
+    if len(chosen) > count // 8:  # most of the batch: one range query
+        for values in con.execute(f"SELECT {rid}, * FROM {q} NOT INDEXED WHERE {rid} >= ? AND {rid} <= ? "
+                                  f"ORDER BY {rid}", (chosen[0], chosen[-1])):
+            fetched[values[0]] = values[1:]
+    else:
+        for x in chosen:
+            fetched[x] = con.execute(f"SELECT * FROM {q} NOT INDEXED WHERE {rid} = ?", (x,)).fetchone()
+    n_of = {x: base + i for i, x in enumerate(rowids)}
+    items: list[tuple[str, Any]] = []
+    for x in chosen:
+        values = fetched[x]
+        items += [(f"{where}:row{n_of[x]}:{cols[k]}", values[k]) for k in read if isinstance(values[k], (str, bytes))]
+    for start in range(0, len(items), 256):  # bounded batches, as a table's rows are matched
+        scan_values(report, surface, items[start:start + 256], m)
+
+
 def _scan_fetched(con: sqlite3.Connection, report: ResidueReport, surface: str, where: str, q: str,
-                  read: list[int], m: Any) -> None:
-    """:func:`scan_table` of any table, row by row: texts fetched as UTF-8 bytes
-    (:class:`_StoredText`), a batch of about :data:`_BATCH_BYTES` at a time."""
+                  read: list[int], m: Any, *, base: int = 0, where_sql: str = "", args: tuple[Any, ...] = ()) -> None:
+    """:func:`scan_table` of any table (or of the rows ``where_sql`` and ``args`` select,
+    the first of them row ``base``), row by row: texts fetched as UTF-8 bytes
+    (:class:`_StoredText`), a batch of about :data:`_BATCH_BYTES` at a time. A text that
+    is not UTF-8 stops it after the rows before it are recorded; the error names its
+    column and row, never its text (which may hold a secret)."""
     factory = con.text_factory
     con.text_factory = _StoredText
     rows: list[tuple[int, tuple[Any, ...]]] = []
     size, cols = 0, []
     try:
-        cur = con.execute(f"SELECT * FROM {q} NOT INDEXED")
+        cur = con.execute(f"SELECT * FROM {q} NOT INDEXED{where_sql}", args)
         cols = [d[0] for d in cur.description]
-        for n, row in enumerate(cur):
+        for n, row in enumerate(cur, base):
             for k, v in enumerate(row):  # a text Python cannot decode stops the table, as a str row would
-                if isinstance(v, _StoredText) and not v.isascii():
-                    try:
-                        v.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise sqlite3.OperationalError(
-                            f"Could not decode to UTF-8 column '{cols[k]}' with text {bytes(v[:40])!r}") from exc
+                if isinstance(v, _StoredText) and not v.isascii() and not _utf8(v):
+                    raise sqlite3.OperationalError(f"Could not decode to UTF-8 column '{cols[k]}' of row {n}")
             rows.append((n, row))
             size += sum(len(row[k]) for k in read if isinstance(row[k], bytes))
             if size >= _BATCH_BYTES:
