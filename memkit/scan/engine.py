@@ -8,12 +8,14 @@ bytes (``tests/test_scan_engine.py`` checks it on mixes of every spelling, const
 binary). It splits the work by what a copy can read:
 
 1. **One automaton pass over the raw bytes** (Hyperscan: linear time, no backtracking)
-   finds every occurrence of each secret as given (``byte_spans`` always counts those)
-   and every *window token*: an ANSI code, a comment, an over-long backslash run
+   finds every occurrence of each secret as given (``byte_spans`` always counts those),
+   and **one compiled pass** (:mod:`memkit.scan.tokens`) every *window token*: an ANSI
+   code, a comment, an over-long backslash run
    (:data:`~memkit.scan.matching.WINDOW_TOKENS`), an escape that spells a character of some
    secret (:func:`~memkit.scan.matching.escaped_spellings`: ``&#88;``, ``%58``, ``\\u0058``)
    or a non-ASCII spelling of one (:func:`~memkit.scan.matching.spelling_points`: ``Ｘ``,
-   ``𝐗``, a combining mark).
+   ``𝐗``, a combining mark); a token pattern of a shape that pass does not read is
+   matched by the automaton too.
 2. **Plain candidates** (:mod:`memkit.scan.plain`): a copy that reads no window token
    spells each character in ASCII, and the byte pattern's separator runs consume tags,
    entities, percent-encoding and escapes whole, so its skeleton is verbatim in the
@@ -88,6 +90,7 @@ from memkit.scan.matching import (
     spelling_points,
 )
 from memkit.scan.plain import PlainFinder
+from memkit.scan.tokens import TokenTable
 from memkit.scan.windows import TokenWindows
 
 __all__ = ["single_engine", "REGEX_SECRETS", "ScanEngine", "Span", "scan_files"]
@@ -229,14 +232,17 @@ class ScanEngine:
         self._tw = TokenWindows({i: self._entry(i).skeleton for i in self._unique},
                                 [""] * len(WINDOW_TOKENS) + [c for _, c in escaped], points, self.overlap, self.n_min)
         self.regex = len(self._plain) <= REGEX_SECRETS
-        # one database over the raw bytes: secrets as given, window tokens, [plain regexes]
+        # the window tokens: one compiled pass (memkit.scan.tokens), but for any pattern of
+        # a shape it does not read, which joins the database
+        self._tokens = TokenTable(list(WINDOW_TOKENS), [r for r, _ in escaped], list(points))
+        # one database over the raw bytes: secrets as given, [leftover tokens], [plain regexes]
         u = len(self._unique)
         pats = [_hx(self._entry(i).exact) for i in self._unique]
         flags = [0] * u
-        tokens = list(WINDOW_TOKENS) + [r for r, _ in escaped] + [_hx(p) for p in points]
-        self._t0, self._t1 = u, u + len(tokens)
-        pats += tokens
-        flags += [hyperscan.HS_FLAG_DOTALL] * len(tokens)
+        self._left_kinds = [kind for _, kind in self._tokens.leftovers]
+        self._t0, self._t1 = u, u + len(self._left_kinds)
+        pats += [pat for pat, _ in self._tokens.leftovers]
+        flags += [hyperscan.HS_FLAG_DOTALL] * len(self._left_kinds)
         self._reach = 0
         if self.regex:
             for i in self._plain:
@@ -285,8 +291,8 @@ class ScanEngine:
                 self._raw_all = _database(*self._raw_args)
             raw = []
             self._raw_all.scan(buf, match_event_handler=lambda i, a, b, f, c: raw.append((i, a, b)))
-        ends: list[int] = []
-        kinds: list[int] = []
+        left_ends: list[int] = []
+        left_kinds: list[int] = []
         hits: list[tuple[int, int]] = []  # (secret index, start): plain candidates
         near: list[tuple[int, int]] = []  # (secret index, end): a copy may end here (few secrets)
         for pid, _a, b in raw:
@@ -297,10 +303,16 @@ class ScanEngine:
                     self._exact_at(i, s + base, b + base, st)
             elif pid < t1:
                 if b > lo - 4:
-                    ends.append(b)
-                    kinds.append(pid - t0)
+                    left_ends.append(b)
+                    left_kinds.append(self._left_kinds[pid - t0])
             elif b > lo:
                 near.append((self._plain[pid - t1], b))
+        ends_a, kinds_a = self._tokens.events(buf)
+        keep = ends_a > lo - 4
+        ends, kinds = ends_a[keep].tolist(), kinds_a[keep].tolist()
+        if left_ends:  # in order of end, as the windows are found
+            both = sorted(zip(ends + left_ends, kinds + left_kinds, strict=True), key=lambda ek: ek[0])
+            ends, kinds = [e for e, _ in both], [k for _, k in both]
         arr = np.frombuffer(buf, dtype=np.uint8)
         if self._finder is not None and (everywhere or not self.regex):
             hits = self._finder.hits(buf, arr, lo, limit)
