@@ -235,3 +235,27 @@ def test_the_harmless_table_is_the_rule_code_point_by_code_point():
     rule = bytes(0x80 <= cp and not 0xD800 <= cp <= 0xDFFF and chr(cp) not in multi
                  and (cp < 0x2000 or 0xFF00 <= cp <= 0xFFEF or not alnum_fold(chr(cp))) for cp in range(0x10000))
     assert _harmless_points() == rule
+
+
+def test_joins_names_the_nuls_breakers_and_high_bytes_as_a_byte_by_byte_reading():
+    """The one pass a batch of joined texts is checked with, against numpy and the
+    breaker set itself, on every byte value at every offset of a 16-byte block and on
+    random bytes."""
+    import random
+
+    import numpy as np
+
+    from memkit.scan.json_escapes import joins
+    from memkit.scan.multi import _BREAKER_SET
+
+    def reference(data: bytes) -> tuple[list[int], bool, bool]:
+        arr = np.frombuffer(data, dtype=np.uint8)
+        return (np.flatnonzero(arr == 0).tolist(), any(b in _BREAKER_SET and b for b in data),
+                not data.isascii())
+
+    rng = random.Random(5)
+    cases = [b"", b"\0", b"plain text\0more"] + [rng.randbytes(rng.randrange(0, 300)) for _ in range(300)]
+    cases += [b"x" * k + bytes([c]) + b"y" * (40 - k) for c in range(256) for k in (0, 15, 16, 17, 40)]
+    for data in cases:
+        nuls, breaker, high = joins(data)
+        assert (nuls.tolist(), breaker, high) == reference(data), data[:40]

@@ -234,14 +234,14 @@ def _keep_freed_memory() -> None:
 
 def _warm(m: Any) -> None:
     """Build what every worker would otherwise build: a one-secret matcher's engine, the
-    wide pass's tables, the secret-free databases texts are read with (folding, breakers,
-    JSON escapes); not byte patterns (the engine confirms unit by unit: ``match_at``)."""
+    wide pass's tables, the secret-free databases texts are read with (folding, JSON
+    escapes); not byte patterns (the engine confirms unit by unit: ``match_at``)."""
     from memkit.scan import json_escapes, multi
     from memkit.scan.encodings import prepare
 
     engine_of(m)
     prepare(m)
-    for build in (multi._folding, multi._breakers, json_escapes._tables):
+    for build in (multi._folding, json_escapes._tables):
         build()
 
 

@@ -434,23 +434,21 @@ def _may_record(joined: bytes, count: int, m: Any) -> list[int]:
     named."""
     import bisect
 
-    import numpy as np
-
     from memkit.scan.engine import single_engine
-    from memkit.scan.json_escapes import unproven
-    from memkit.scan.multi import MultiMatcher, holds_breaker, texts_holding_folds
+    from memkit.scan.json_escapes import joins, unproven
+    from memkit.scan.multi import MultiMatcher, texts_holding_folds
 
     if not count:
         return []
     engine = m.engine if isinstance(m, MultiMatcher) else single_engine(m.secret)
-    nuls = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 0)
-    if engine is None or len(nuls) != count - 1 or holds_breaker(joined):
+    nuls, breaker, wide = joins(joined)
+    if engine is None or len(nuls) != count - 1 or breaker:
         return list(range(count))
     starts = [0, *(nuls + 1).tolist()]
     named: set[int] = set()
     for spans in engine.scan_bytes(joined).values():
         named.update(bisect.bisect_right(starts, s) - 1 for s, _e, _k in spans)
-    if not joined.isascii():
+    if wide:
         named.update(texts_holding_folds(joined, starts))
         ends = [*(nuls).tolist(), len(joined)]
         named.update(t for t in range(count) if joined[starts[t]:starts[t] + 1] in (b"[", b"{", b'"')

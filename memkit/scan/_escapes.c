@@ -41,7 +41,7 @@
 #define HAVE_SSE2 0
 #endif
 
-#define ESCAPES_ABI 2 /* memkit/scan/json_escapes.py checks it: a stale build is reported */
+#define ESCAPES_ABI 3 /* memkit/scan/json_escapes.py checks it: a stale build is reported */
 
 typedef struct {
     const unsigned char *judged3, *harmless4, *fold4;
@@ -237,8 +237,70 @@ static PyObject *unproven(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The NULs of a[0:len] (pushed to out), and whether it holds a breaker other than NUL
+ * (a control byte but whitespace and ESC, or DEL: bit 1) or a byte above 0x7F (bit 2). */
+static int texts_of(const unsigned char *a, Py_ssize_t len, vec *out, int *flags) {
+    Py_ssize_t p = 0;
+    unsigned hi = 0, ctl = 0;
+#if HAVE_SSE2
+    __m128i acc_hi = _mm_setzero_si128(), acc_ctl = _mm_setzero_si128();
+    const __m128i zero = _mm_setzero_si128(), esc = _mm_set1_epi8(0x1B), del = _mm_set1_epi8(0x7F);
+    for (; p + 16 <= len; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(a + p));
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, zero));
+        while (z) {
+            if (push(out, p + __builtin_ctz(z)) < 0) return -1;
+            z &= z - 1;
+        }
+        acc_hi = _mm_or_si128(acc_hi, x);
+        /* below 0x20, no NUL, no whitespace (0x09-0x0D), no ESC; or DEL */
+        __m128i c = _mm_andnot_si128(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, zero), _mm_cmpeq_epi8(x, esc)),
+                                                  in_range(x, 0x09, 4)),
+                                     in_range(x, 0x00, 0x1F));
+        acc_ctl = _mm_or_si128(acc_ctl, _mm_or_si128(c, _mm_cmpeq_epi8(x, del)));
+    }
+    hi = (unsigned)_mm_movemask_epi8(acc_hi);
+    ctl = (unsigned)_mm_movemask_epi8(acc_ctl);
+#endif
+    for (; p < len; p++) {
+        unsigned char b = a[p];
+        if (!b && push(out, p) < 0) return -1;
+        hi |= b >= 0x80;
+        ctl |= (b && b < 0x20 && !(b >= 0x09 && b <= 0x0D) && b != 0x1B) || b == 0x7F;
+    }
+    *flags = (ctl ? 1 : 0) | (hi ? 2 : 0);
+    return 0;
+}
+
+PyDoc_STRVAR(texts_doc,
+"texts(data) -> (bytes, int)\n\n"
+"Where the texts of data (bytes-like, texts joined by NUL bytes) are joined: the int64\n"
+"offsets of its NUL bytes, in order; and flags: 1 where it holds a control byte other\n"
+"than NUL, whitespace and ESC, or DEL (a breaker memkit.scan.multi.text_bytes rewrites),\n"
+"2 where it holds a byte above 0x7F. One pass.");
+
+static PyObject *texts(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    vec out = {NULL, 0, 0};
+    int rc, flags = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = texts_of((const unsigned char *)data.buf, data.len, &out, &flags);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc < 0)
+        PyErr_NoMemory();
+    else
+        result = Py_BuildValue("(y#i)", out.v ? (const char *)out.v : "", out.n * (Py_ssize_t)sizeof(int64_t), flags);
+    PyMem_RawFree(out.v);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"unproven", unproven, METH_VARARGS, unproven_doc},
+    {"texts", texts, METH_VARARGS, texts_doc},
     {NULL, NULL, 0, NULL},
 };
 

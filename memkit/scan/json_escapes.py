@@ -57,11 +57,11 @@ import numpy as np
 
 import memkit.scan._escapes as _escapes  # the compiled pass (a module of this package)
 
-if getattr(_escapes, "ABI", None) != 2:  # pragma: no cover - a stale build of memkit/scan/_escapes.c
+if getattr(_escapes, "ABI", None) != 3:  # pragma: no cover - a stale build of memkit/scan/_escapes.c
     raise ImportError(f"memkit.scan._escapes at {_escapes.__file__} is an old build: reinstall memkit "
                       "(pip install -e .) to rebuild it")
 
-__all__ = ["decoding_adds_nothing", "decoding_adds_nothing_joined", "harmless", "unproven"]
+__all__ = ["decoding_adds_nothing", "decoding_adds_nothing_joined", "harmless", "joins", "unproven"]
 
 _JUDGED_BELOW, _JUDGED_FROM = 0x80, 0x2070
 """The ``\\uXXXX`` escapes :func:`harmless` judges one by one: ASCII (below U+0080), and
@@ -128,6 +128,15 @@ def unproven(data: Any, ascii: bool = False) -> Iterator[int]:
     above 0x7F; ``memkit/scan/_escapes.c``): one offset inside each such text, the byte
     after the one that showed it, in order."""
     return iter(np.frombuffer(_escapes.unproven(data, *_tables(), ascii), dtype=np.int64).tolist())
+
+
+def joins(data: Any) -> tuple[np.ndarray, bool, bool]:
+    """Where texts joined by NUL bytes (``data``, bytes-like) are joined, in one compiled
+    pass: the offsets of its NUL bytes (int64, in order); whether it holds a breaker
+    other than NUL (a byte :func:`memkit.scan.multi.holds_breaker` names); whether it
+    holds a byte above 0x7F (is not ASCII)."""
+    nuls, flags = _escapes.texts(data)
+    return np.frombuffer(nuls, dtype=np.int64), bool(flags & 1), bool(flags & 2)
 
 
 def decoding_adds_nothing(texts: Sequence[str]) -> list[bool]:

@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from memkit.scan.engine import ScanEngine, single_engine
 from memkit.scan.hsdb import compile_block
 from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
@@ -226,34 +224,23 @@ _BREAKER_SET = bytes(sorted(BREAKERS_AS_SPACES))
 """The bytes :func:`text_bytes` writes as spaces."""
 
 
-@lru_cache(maxsize=1)
-def _breakers() -> Any:
-    """A Hyperscan database of one byte class: the bytes :func:`text_bytes` rewrites, but
-    NUL (a tenth of the cost of deleting them with :meth:`bytes.translate` to count)."""
-    import hyperscan
-
-    cls = b"".join(b"\\x%02x" % c for c in _BREAKER_SET if c)
-    return compile_block([b"[" + cls + b"]"], [hyperscan.HS_FLAG_SINGLEMATCH])
-
-
 def holds_breaker(data: bytes) -> bool:
-    """Whether ``data`` holds a byte of :data:`_BREAKER_SET` other than NUL."""
-    import hyperscan
+    """Whether ``data`` holds a byte of :data:`_BREAKER_SET` other than NUL (one compiled
+    pass: :func:`memkit.scan.json_escapes.joins`)."""
+    from memkit.scan.json_escapes import joins
 
-    try:
-        _breakers().scan(data, match_event_handler=lambda *_: True)
-    except hyperscan.ScanTerminated:
-        return True
-    return False
+    return joins(data)[1]
 
 
 def _joined(texts: Sequence[str]) -> tuple[bytes, list[int]]:
     """:func:`text_bytes` of each of ``texts`` joined by NUL bytes, and where each
     begins: where no text holds a byte that function rewrites (the NULs joining them
     are then the only breakers), the UTF-8 of the joined text, encoded at once."""
+    from memkit.scan.json_escapes import joins
+
     raw = "\0".join(texts).encode("utf-8", "surrogatepass")
-    nuls = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0)
-    if len(nuls) == max(len(texts) - 1, 0) and not holds_breaker(raw):
+    nuls, breaker, _ = joins(raw)
+    if len(nuls) == max(len(texts) - 1, 0) and not breaker:
         return raw, [0, *(nuls + 1).tolist()]
     forms = [text_bytes(t) for t in texts]
     starts = [0]
