@@ -195,8 +195,9 @@ class ScanEngine:
         block: input bytes between two checkpoints of the map from a letter back to
             its offset (a literal hit is placed by reading from the checkpoint before
             it: about this many bytes at most; default 4 KiB).
-        chunk: read size for files and streams in bytes (default 2 MiB: the passes
-            over a chunk find it in the CPU's cache; more per-chunk overhead below).
+        chunk: read size for files and streams in bytes (default 8 MiB: each chunk
+            costs a few tenths of a millisecond beside its bytes, a fifth of the time at
+            2 MiB, and larger ones gain nothing more).
 
     Raises:
         ValueError: no secrets, or a secret without letters or digits.
@@ -205,7 +206,7 @@ class ScanEngine:
             built from the matcher's tables).
     """
 
-    def __init__(self, secrets: Sequence[str], *, block: int = 1 << 12, chunk: int = 2 << 20) -> None:
+    def __init__(self, secrets: Sequence[str], *, block: int = 1 << 12, chunk: int = 8 << 20) -> None:
         secrets = list(secrets)
         if not secrets:
             raise ValueError("ScanEngine: no secrets to scan for")
