@@ -19,8 +19,11 @@
  * The table: `keys`, sorted uint64 (tag << 32 | value; tags in tokens.py), `first`
  * (int32, one more than keys: the kinds of key i are kinds[first[i]:first[i+1]]),
  * `kinds` (int32), `pairs` (8192 bytes: a bit per lead byte and the byte after it that
- * some point starts with). Candidates (the bytes that can start a token) are found 16
- * at a time (SSE2; byte by byte elsewhere).
+ * some point starts with), `cps` (8192 bytes: a bit per value below 65536 that an
+ * escape key holds). Candidates (the bytes that can start a token) are found 32 at a
+ * time where the CPU has AVX2: each byte and the one after it are classed by their two
+ * nibbles (`classes`, tokens.py), and a byte whose class the next byte can go on with
+ * is read by at(); elsewhere 16 at a time (SSE2) or byte by byte, by the bytes alone.
  *
  * tests/test_scan_tokens.py holds the events to Hyperscan's matches of the patterns.
  * C99 against the stable parts of the CPython API.
@@ -260,20 +263,21 @@ static int scan(const unsigned char *a, Py_ssize_t len, const table *t, vec *out
 
 PyDoc_STRVAR(events_doc,
 "events(data, keys, first, kinds, pairs, cps, classes, k_comment, k_ansi, k_run) -> bytes\n\n"
-"The window-token events of data (bytes-like), as int64 pairs (end, kind) in the order\n"
-"found (module comment; memkit/scan/tokens.py builds the table).");
+"The window-token events of data (bytes-like), as int64 pairs (end, kind) in order of\n"
+"end (module comment; memkit/scan/tokens.py builds the table; k_*: the kinds of the\n"
+"comment opener, the ANSI code and the long backslash run, -1 for none).");
 
 static PyObject *events(PyObject *self, PyObject *args) {
-    Py_buffer data, keys, first, kinds, pairs, cps, leads;
+    Py_buffer data, keys, first, kinds, pairs, cps, classes;
     int k_comment, k_ansi, k_run;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*iii", &data, &keys, &first, &kinds, &pairs, &cps, &leads, &k_comment,
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*iii", &data, &keys, &first, &kinds, &pairs, &cps, &classes, &k_comment,
                           &k_ansi, &k_run))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = keys.len / (Py_ssize_t)sizeof(uint64_t);
     if (keys.len % 8 || first.len != (n + 1) * 4 || kinds.len % 4 || pairs.len != 8192 || cps.len != 8192 ||
-        leads.len != 64) {
+        classes.len != 64) {
         PyErr_SetString(PyExc_ValueError, "events: keys, first, kinds, pairs, cps or classes of the wrong size");
     } else {
         const int32_t *f = (const int32_t *)first.buf;
@@ -286,18 +290,18 @@ static PyObject *events(PyObject *self, PyObject *args) {
             for (Py_ssize_t i = 0; i < n && !points; i++) points = (((const uint64_t *)keys.buf)[i] >> 32) == TAG_POINT;
             table t = {(const uint64_t *)keys.buf, f, (const int32_t *)kinds.buf, n,
                        (const unsigned char *)pairs.buf, (const unsigned char *)cps.buf, k_comment, k_ansi, k_run, points};
-            const unsigned char *lead = (const unsigned char *)leads.buf;
+            const unsigned char *cls = (const unsigned char *)classes.buf;
             vec out = {NULL, 0, 0};
             int rc;
             Py_BEGIN_ALLOW_THREADS
 #if HAVE_AVX2_TARGET
             if (use_avx2)
-                rc = scan_avx2((const unsigned char *)data.buf, data.len, &t, lead, &out);
+                rc = scan_avx2((const unsigned char *)data.buf, data.len, &t, cls, &out);
             else
 #endif
                 rc = scan((const unsigned char *)data.buf, data.len, &t, &out);
             Py_END_ALLOW_THREADS
-            (void)lead;
+            (void)cls;
             if (rc < 0)
                 PyErr_NoMemory();
             else
@@ -311,7 +315,7 @@ static PyObject *events(PyObject *self, PyObject *args) {
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&pairs);
     PyBuffer_Release(&cps);
-    PyBuffer_Release(&leads);
+    PyBuffer_Release(&classes);
     return result;
 }
 

@@ -153,9 +153,9 @@ class TokenTable:
             ``escaped``).
 
     Attributes:
-        leftovers: ``(pattern, flags kind)``: the patterns of no shape the pass reads,
-            with their kind, for Hyperscan (HS_FLAG_DOTALL, as the engine compiles
-            tokens).
+        leftovers: ``(pattern, kind)``: the patterns of no shape the pass reads, with
+            their kind, for Hyperscan (compiled with HS_FLAG_DOTALL, as the engine
+            compiles tokens).
     """
 
     def __init__(self, window: Sequence[bytes], escaped: Sequence[bytes], points: Sequence[bytes]) -> None:
