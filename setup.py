@@ -12,9 +12,9 @@ against the CPython API, built with Python's own flags (no ``-march``). Everythi
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("memkit.scan._letters", sources=["memkit/scan/_letters.c"]),
-                   Extension("memkit.scan._wide", sources=["memkit/scan/_wide.c"], depends=["memkit/scan/_vec.h"]),
+                   Extension("memkit.scan._wide", sources=["memkit/scan/_wide.c"], depends=["memkit/scan/_scan.h"]),
                    Extension("memkit.scan._names", sources=["memkit/scan/_names.c"]),
                    Extension("memkit.scan._escapes", sources=["memkit/scan/_escapes.c"],
-                             depends=["memkit/scan/_vec.h"]),
+                             depends=["memkit/scan/_scan.h"]),
                    Extension("memkit.scan._tokens", sources=["memkit/scan/_tokens.c"],
-                             depends=["memkit/scan/_vec.h"])])
+                             depends=["memkit/scan/_scan.h"])])

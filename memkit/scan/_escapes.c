@@ -30,16 +30,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <stdint.h>
-#include <string.h>
 
-#include "_vec.h"
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#define HAVE_SSE2 1
-#else
-#define HAVE_SSE2 0
-#endif
+#include "_scan.h"
 
 #define ESCAPES_ABI 3 /* memkit/scan/json_escapes.py checks it: a stale build is reported */
 
@@ -50,11 +42,6 @@ typedef struct {
 
 static inline int is_digit(unsigned char b) { return (unsigned)(b - '0') < 10; }
 static inline int is_alnum(unsigned char b) { return is_digit(b) || (unsigned)((b | 0x20) - 'a') < 26; }
-static inline int hex(unsigned char b) {
-    if (is_digit(b)) return b - '0';
-    if ((unsigned)((b | 0x20) - 'a') < 6) return (b | 0x20) - 'a' + 10;
-    return -1;
-}
 
 /* Whether the digits from p (at least one) go on to a fraction or an exponent. */
 static int number_at(const unsigned char *a, Py_ssize_t p, Py_ssize_t e) {
@@ -79,7 +66,7 @@ static int backslash_at(const unsigned char *a, Py_ssize_t p, Py_ssize_t e, cons
     int h = 0;
     unsigned cp = 0;
     while (h < 4 && p + 2 + h < e) {
-        int d = hex(a[p + 2 + h]);
+        int d = hex_value(a[p + 2 + h]);
         if (d < 0) break;
         cp = cp << 4 | (unsigned)d;
         h++;
@@ -110,13 +97,6 @@ static inline int starts_rule(const unsigned char *a, Py_ssize_t p, Py_ssize_t s
     return b == '\\' || b == '<' || b == 'N' || b == 'I' || (is_digit(b) && (p == s || !is_alnum(a[p - 1]))) ||
            (ascii && b >= 0x80);
 }
-
-#if HAVE_SSE2
-static inline __m128i in_range(__m128i x, char lo, char n) {
-    __m128i d = _mm_sub_epi8(x, _mm_set1_epi8(lo));
-    return _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(n)), d);
-}
-#endif
 
 /* Bit i: starts_rule(a, p + i, s) for the 16 bytes from p (p > s, or a byte before p
  * that is no letter or digit). */
@@ -165,7 +145,7 @@ static int text_unproven(const unsigned char *a, Py_ssize_t s, Py_ssize_t e, con
             hit = cm || backslash_at(a, q, e, t);
             if (!hit && q + 1 < e && (a[q + 1] | 0x20) == 'u') { /* its hex digits start nothing (a letter before each) */
                 q++;
-                for (int h = 0; h < 4 && q + 1 < e && hex(a[q + 1]) >= 0; h++) q++;
+                for (int h = 0; h < 4 && q + 1 < e && hex_value(a[q + 1]) >= 0; h++) q++;
             }
         } else if (b == '<') {
             if (q + 4 <= e && a[q + 1] == '!' && a[q + 2] == '-' && a[q + 3] == '-') {
@@ -224,11 +204,7 @@ static PyObject *unproven(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         rc = scan((const unsigned char *)data.buf, data.len, &t, &out);
         Py_END_ALLOW_THREADS
-        if (rc < 0)
-            PyErr_NoMemory();
-        else
-            result = PyBytes_FromStringAndSize((const char *)out.v, out.n * (Py_ssize_t)sizeof(int64_t));
-        PyMem_RawFree(out.v);
+        result = vec_bytes(&out, rc);
     }
     PyBuffer_Release(&data);
     PyBuffer_Release(&j3);

@@ -30,16 +30,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <stdint.h>
-#include <string.h>
 
-#include "_vec.h"
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#define HAVE_SSE2 1
-#else
-#define HAVE_SSE2 0
-#endif
+#include "_scan.h"
 
 #define TOKENS_ABI 1
 
@@ -67,12 +59,6 @@ static const unsigned char hex_of[256] = {
 #undef X16
 };
 
-static inline int hexval(unsigned char b) {
-    if ((unsigned)(b - '0') < 10) return b - '0';
-    b |= 0x20;
-    if ((unsigned)(b - 'a') < 6) return b - 'a' + 10;
-    return -1;
-}
 
 /* Append the events of key (tag, value) ending at end; -1 when memory runs out. */
 static int emit(const table *t, int tag, uint64_t value, Py_ssize_t end, vec *out) {
@@ -95,13 +81,6 @@ static int emit(const table *t, int tag, uint64_t value, Py_ssize_t end, vec *ou
 static inline int push2(vec *out, Py_ssize_t end, int kind) {
     return push(out, end) < 0 || push(out, kind) < 0 ? -1 : 0;
 }
-
-#if HAVE_SSE2
-static inline __m128i in_range(__m128i x, unsigned char lo, unsigned char n) {
-    __m128i d = _mm_sub_epi8(x, _mm_set1_epi8((char)lo));
-    return _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8((char)n)), d);
-}
-#endif
 
 static inline int candidate(const unsigned char *a, Py_ssize_t p, Py_ssize_t len, int points) {
     unsigned char b = a[p];
@@ -148,7 +127,7 @@ static int at(const unsigned char *a, Py_ssize_t q, Py_ssize_t len, const table 
             uint64_t cp = 0;
             int h = 0;
             for (; h < 4; h++) {
-                int v = hexval(a[r + 1 + h]);
+                int v = hex_value(a[r + 1 + h]);
                 if (v < 0) break;
                 cp = cp << 4 | (uint64_t)v;
             }
@@ -167,7 +146,7 @@ static int at(const unsigned char *a, Py_ssize_t q, Py_ssize_t len, const table 
         while (p < len && a[p] == '0') p++;
         uint64_t v = 0;
         for (int d = 0; d < most && p < len; d++, p++) {
-            int x = base == 10 ? ((unsigned)(a[p] - '0') < 10 ? a[p] - '0' : -1) : hexval(a[p]);
+            int x = base == 10 ? ((unsigned)(a[p] - '0') < 10 ? a[p] - '0' : -1) : hex_value(a[p]);
             if (x < 0) break;
             v = v * (uint64_t)base + (uint64_t)x;
             if (emit(t, tag, v, p + 1, out) < 0) return -1;
@@ -177,7 +156,7 @@ static int at(const unsigned char *a, Py_ssize_t q, Py_ssize_t len, const table 
     }
     if (b == '%') {
         if (q + 3 <= len) {
-            int h1 = hexval(a[q + 1]), h2 = h1 < 0 ? -1 : hexval(a[q + 2]);
+            int h1 = hex_value(a[q + 1]), h2 = h1 < 0 ? -1 : hex_value(a[q + 2]);
             if (h2 >= 0 && emit(t, TAG_PCT, (uint64_t)(h1 << 4 | h2), q + 3, out) < 0) return -1;
         }
         return 0;
@@ -302,11 +281,7 @@ static PyObject *events(PyObject *self, PyObject *args) {
                 rc = scan((const unsigned char *)data.buf, data.len, &t, &out);
             Py_END_ALLOW_THREADS
             (void)cls;
-            if (rc < 0)
-                PyErr_NoMemory();
-            else
-                result = PyBytes_FromStringAndSize((const char *)out.v, out.n * (Py_ssize_t)sizeof(int64_t));
-            PyMem_RawFree(out.v);
+            result = vec_bytes(&out, rc);
         }
     }
     PyBuffer_Release(&data);

@@ -36,16 +36,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <stdint.h>
-#include <string.h>
 
-#include "_vec.h"
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#define HAVE_SSE2 1
-#else
-#define HAVE_SSE2 0
-#endif
+#include "_scan.h"
 
 #define WIDE_ABI 2 /* memkit/scan/encodings.py checks it: a stale build is reported */
 static int best_how = 0; /* the fastest masks this CPU has (set at module init) */
