@@ -6,8 +6,9 @@ import random
 
 import pytest
 
+from memkit.scan.json_escapes import joins
 from memkit.scan.matching import matcher
-from memkit.scan.multi import MultiMatcher, holds_breaker, may_hold, text_bytes
+from memkit.scan.multi import MultiMatcher, may_hold, text_bytes
 
 SECRETS = ["XQ7-VIOLET-3829", "caf\u00e9-42", "Gie\u00dfen-Ost", "AMP-7", "100000.0", "x-1"]
 
@@ -82,8 +83,8 @@ def test_a_breaker_is_seen_as_text_bytes_sees_it():
     for c in range(256):
         rewritten = c != 0 and text_bytes("a" + chr(c) + "b") != ("a" + chr(c) + "b").encode()
         for data in (bytes([c]), b"word " * 50 + bytes([c]) + b" word", bytes([c]) + b"\0" * 9):
-            assert holds_breaker(data) == rewritten, (c, data[:8])
-    assert not holds_breaker(b"") and not holds_breaker("\u00e9\t\n\r\x0b\x0c\x1b[".encode())
+            assert joins(data)[1] == rewritten, (c, data[:8])
+    assert not joins(b"")[1] and not joins("\u00e9\t\n\r\x0b\x0c\x1b[".encode())[1]
 
 
 def test_texts_read_together_are_named_as_each_alone():

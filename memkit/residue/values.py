@@ -441,14 +441,14 @@ def _may_record(joined: bytes, count: int, m: Any) -> list[int]:
     if not count:
         return []
     engine = m.engine if isinstance(m, MultiMatcher) else single_engine(m.secret)
-    nuls, breaker, wide = joins(joined)
+    nuls, breaker, non_ascii = joins(joined)
     if engine is None or len(nuls) != count - 1 or breaker:
         return list(range(count))
     starts = [0, *(nuls + 1).tolist()]
     named: set[int] = set()
     for spans in engine.scan_bytes(joined).values():
         named.update(bisect.bisect_right(starts, s) - 1 for s, _e, _k in spans)
-    if wide:
+    if non_ascii:
         named.update(texts_holding_folds(joined, starts))
         ends = [*(nuls).tolist(), len(joined)]
         named.update(t for t in range(count) if joined[starts[t]:starts[t] + 1] in (b"[", b"{", b'"')

@@ -133,7 +133,7 @@ def unproven(data: Any, ascii: bool = False) -> Iterator[int]:
 def joins(data: Any) -> tuple[np.ndarray, bool, bool]:
     """Where texts joined by NUL bytes (``data``, bytes-like) are joined, in one compiled
     pass: the offsets of its NUL bytes (int64, in order); whether it holds a breaker
-    other than NUL (a byte :func:`memkit.scan.multi.holds_breaker` names); whether it
+    other than NUL (a byte :func:`memkit.scan.multi.text_bytes` rewrites); whether it
     holds a byte above 0x7F (is not ASCII)."""
     nuls, flags = _escapes.texts(data)
     return np.frombuffer(nuls, dtype=np.int64), bool(flags & 1), bool(flags & 2)

@@ -24,7 +24,7 @@ from memkit.scan.hsdb import compile_block
 from memkit.scan.matching import BREAKERS_AS_SPACES, SecretMatcher, matcher, merge_copies
 from memkit.scan.spellings import SEP_PATTERNS_BYTES
 
-__all__ = ["MultiMatcher", "each_secret", "holds_breaker", "mask_secret", "may_hold", "text_bytes", "texts_holding_folds"]
+__all__ = ["MultiMatcher", "each_secret", "mask_secret", "may_hold", "text_bytes", "texts_holding_folds"]
 
 _BREAKER_BYTES_AS_SPACES = bytes(0x20 if c in BREAKERS_AS_SPACES else c for c in range(256))
 """:data:`BREAKERS_AS_SPACES` over UTF-8 bytes (the breakers are ASCII)."""
@@ -222,14 +222,6 @@ def texts_holding_folds(joined: bytes, starts: Sequence[int]) -> set[int]:
 
 _BREAKER_SET = bytes(sorted(BREAKERS_AS_SPACES))
 """The bytes :func:`text_bytes` writes as spaces."""
-
-
-def holds_breaker(data: bytes) -> bool:
-    """Whether ``data`` holds a byte of :data:`_BREAKER_SET` other than NUL (one compiled
-    pass: :func:`memkit.scan.json_escapes.joins`)."""
-    from memkit.scan.json_escapes import joins
-
-    return joins(data)[1]
 
 
 def _joined(texts: Sequence[str]) -> tuple[bytes, list[int]]:
